@@ -156,3 +156,5 @@ func writeFenced(tb testing.TB, rdb *redis.Client, key string, fence int64, valu
 	}
 	return n == 1
 }
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
