@@ -127,7 +127,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, opt 
 		// happened between the first try and the subscription.
 		if n > 0 || !registered {
 			waited := time.Now()
-			timer := time.NewTimer(a.backoff(n, pttl))
+			timer := time.NewTimer(a.backoff(n, pttl, registered))
 			select {
 			case <-wake:
 			case <-timer.C:
@@ -206,17 +206,21 @@ func (a *attempt) leaveWith(ctx context.Context) {
 	_ = leaveScript.Run(ctx, a.c.rdb, []string{k.lock, k.queue, k.deadline}, a.id, k.channel).Err()
 }
 
-// backoff returns the n-th sleep: uniform in [min, min(max, min*2^n)], never
-// past the holder's remaining TTL (pttl ms, negative if unknown) and, in fair
-// mode, short enough to keep the waiter's queue entry alive.
-func (a *attempt) backoff(n int, pttl int64) time.Duration {
+// backoff returns the n-th sleep: uniform in [min, min(max, min*2^n)]. When
+// wake-ups are on, releases wake the waiter and the timer is only a safety
+// net (lost message, reconnect), so it sleeps [max(min, max/2), max] instead.
+// Never past the holder's remaining TTL (pttl ms, negative if unknown) and,
+// in fair mode, short enough to keep the waiter's queue entry alive.
+func (a *attempt) backoff(n int, pttl int64, wakeups bool) time.Duration {
 	lo, hi := a.s.MinBackoff, a.s.MaxBackoff
 	if a.s.Fair {
 		hi = min(hi, a.s.FairWaiterTimeout/3)
 		lo = min(lo, hi)
 	}
 	ceiling := hi
-	if n < 30 && lo<<n < hi {
+	if wakeups {
+		lo = max(lo, hi/2)
+	} else if n < 30 && lo<<n < hi {
 		ceiling = lo << n
 	}
 	d := lo
@@ -224,7 +228,7 @@ func (a *attempt) backoff(n int, pttl int64) time.Duration {
 		d += rand.N(ceiling - lo + 1)
 	}
 	if pttl >= 0 {
-		d = min(d, max(time.Duration(pttl)*time.Millisecond, lo))
+		d = min(d, max(time.Duration(pttl)*time.Millisecond, a.s.MinBackoff))
 	}
 	return d
 }

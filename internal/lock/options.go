@@ -20,11 +20,14 @@ type Options struct {
 	Wait time.Duration
 
 	// MinBackoff and MaxBackoff bound the sleep between attempts while waiting
-	// (defaults DefaultMinBackoff and DefaultMaxBackoff). The n-th sleep is
-	// drawn uniformly from [MinBackoff, min(MaxBackoff, MinBackoff*2^n)] (full
-	// jitter above a floor, so waiters never spin), and is cut short by a
-	// release notification unless NoWakeup is set. It is also never longer than
-	// the holder's remaining TTL.
+	// (defaults DefaultMinBackoff and DefaultMaxBackoff). With NoWakeup the
+	// n-th sleep is drawn uniformly from [MinBackoff, min(MaxBackoff,
+	// MinBackoff*2^n)] (full jitter above a floor, so waiters never spin).
+	// With wake-ups on (the default) a release wakes a waiter at once and the
+	// timer is only a safety net against lost messages: sleeps are drawn from
+	// [max(MinBackoff, MaxBackoff/2), MaxBackoff]. Either way a sleep is never
+	// longer than the holder's remaining TTL, nor, in fair mode, a third of
+	// FairWaiterTimeout.
 	MinBackoff, MaxBackoff time.Duration
 
 	// NoWakeup disables pub/sub wake-ups: waiters rely on backoff alone.

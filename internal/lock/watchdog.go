@@ -37,9 +37,9 @@ func (l *Lock) watch(o WatchdogOptions) {
 			return
 		case <-next.C:
 		}
-		ctx, cancel := context.WithTimeout(l.ctx, o.Interval)
-		err := l.refresh(ctx, l.ttl, true)
-		cancel()
+		// Bounded by the lease context: a slow reply is still useful until the
+		// lease deadline, and useless after it.
+		err := l.refresh(l.ctx, l.ttl, true)
 		switch {
 		case err == nil:
 			next.Reset(o.Interval)

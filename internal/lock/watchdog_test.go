@@ -70,11 +70,13 @@ func TestWatchdogStopsWhenKeyDeleted(t *testing.T) {
 	key := testKey(t, rdb)
 	var lost lostRecorder
 
-	l, err := c.Obtain(ctx, key, 100*time.Millisecond, &lock.Options{Watchdog: &lock.WatchdogOptions{OnLost: lost.onLost}})
+	// 1s TTL (refresh every 333ms): slow enough that a loaded machine does
+	// not let the lease lapse before the watchdog sees the deletion.
+	l, err := c.Obtain(ctx, key, time.Second, &lock.Options{Watchdog: &lock.WatchdogOptions{OnLost: lost.onLost}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
 	if err := rdb.Del(ctx, "{"+key+"}").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestWatchdogStopsWhenKeyDeleted(t *testing.T) {
 	if cause := context.Cause(l.Context()); !errors.Is(cause, lock.ErrExpired) {
 		t.Errorf("lease cause = %v, want ErrExpired", cause)
 	}
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(700 * time.Millisecond) // two more watchdog intervals
 	if exists(t, rdb, "{"+key+"}") {
 		t.Error("watchdog revived a deleted lock")
 	}
