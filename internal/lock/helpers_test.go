@@ -86,7 +86,7 @@ func deleteMatching(tb testing.TB, rdb *redis.Client, pattern string) {
 
 // privateRedis starts a throw-away redis-server on a free loopback port, for
 // tests that flush scripts or kill the server; it is shut down at cleanup.
-func privateRedis(tb testing.TB) *redis.Client {
+func privateRedis(tb testing.TB, extraArgs ...string) *redis.Client {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -99,8 +99,9 @@ func privateRedis(tb testing.TB) *redis.Client {
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
 	dir := tb.TempDir()
-	out, err := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "yes", "--dir", dir).CombinedOutput()
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "yes", "--dir", dir}, extraArgs...)
+	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("start redis-server: %v: %s", err, out)
 	}
