@@ -187,28 +187,48 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, watchdog bool) er
 	return err
 }
 
-// TTL returns the remaining TTL, or 0 if the caller no longer holds the lock.
+// TTL returns the remaining TTL, or 0 if the caller no longer holds the lock
+// (then the lease context is cancelled too).
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, nil
 	}
-	res, err := l.run(ctx, 0)
-	if err != nil {
+	res, err := l.status(ctx)
+	if err != nil || res < 0 {
 		return 0, err
-	}
-	if res < 0 {
-		return 0, nil
 	}
 	return time.Duration(res) * time.Millisecond, nil
 }
 
-// Held reports whether the caller still holds the lock (the seed's isLocking).
+// Held reports whether the caller still holds the lock (the seed's
+// isLocking). When it does not, the lease context is cancelled too.
 func (l *Lock) Held(ctx context.Context) (bool, error) {
 	if l == nil {
 		return false, nil
 	}
-	res, err := l.run(ctx, 0)
+	res, err := l.status(ctx)
 	return err == nil && res >= 0, err
+}
+
+// status returns the remaining TTL in ms, or a negative code when not held,
+// in which case it ends the lease.
+func (l *Lock) status(ctx context.Context) (int64, error) {
+	res, err := l.run(ctx, 0)
+	if errors.Is(err, ErrNotHeld) {
+		return -4, nil // released or found lost before
+	}
+	if err != nil {
+		return 0, err
+	}
+	if res < 0 {
+		l.mu.Lock()
+		releasing := l.releasing
+		l.mu.Unlock()
+		if !releasing {
+			l.endLease(codeError(res), true)
+		}
+	}
+	return res, nil
 }
 
 // run executes the refresh script; px 0 only reads the TTL.

@@ -46,7 +46,8 @@ func newWakeHub(rdb RedisClient) *wakeHub {
 }
 
 // register adds w and waits (at most maxWait) until its channel is subscribed,
-// so that a release after register returns cannot go unnoticed.
+// so that a release after register returns cannot go unnoticed. On error w is
+// not registered.
 func (h *wakeHub) register(ctx context.Context, w *waiter, maxWait time.Duration) error {
 	h.subMu.Lock()
 	if h.closed {
@@ -72,6 +73,7 @@ func (h *wakeHub) register(ctx context.Context, w *waiter, maxWait time.Duration
 	}
 	h.subMu.Unlock()
 	if err != nil {
+		h.unregister(w, false)
 		return err
 	}
 
