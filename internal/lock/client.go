@@ -113,19 +113,21 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	defer cancel()
 
 	var wake chan struct{} // nil (never ready) when wake-ups are off
-	registered := false
+	registered, retryNow := false, false
 	if !s.NoWakeup {
 		w := &waiter{id: a.id, channel: a.keys.channel, wake: make(chan struct{}, 1)}
-		if c.hub.register(waitCtx, w, s.MaxBackoff) == nil {
+		if joined, err := c.hub.register(waitCtx, w, s.MaxBackoff); err == nil {
 			registered, wake = true, w.wake
+			// After a new SUBSCRIBE, try again at once: a release may have
+			// happened between the first try and the subscription. Joining
+			// waiters already subscribed, such a release woke one of them.
+			retryNow = !joined
 			defer func() { c.hub.unregister(w, l != nil) }()
 		}
 	}
 
 	for n := 0; ; n++ {
-		// Right after subscribing, try again at once: a release may have
-		// happened between the first try and the subscription.
-		if n > 0 || !registered {
+		if n > 0 || !retryNow {
 			waited := time.Now()
 			timer := time.NewTimer(a.backoff(n, pttl, registered))
 			select {

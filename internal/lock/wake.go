@@ -47,12 +47,13 @@ func newWakeHub(rdb RedisClient) *wakeHub {
 
 // register adds w and waits (at most maxWait) until its channel is subscribed,
 // so that a release after register returns cannot go unnoticed. On error w is
-// not registered.
-func (h *wakeHub) register(ctx context.Context, w *waiter, maxWait time.Duration) error {
+// not registered. joined reports that the channel was already subscribed,
+// with other waiters on it.
+func (h *wakeHub) register(ctx context.Context, w *waiter, maxWait time.Duration) (joined bool, err error) {
 	h.subMu.Lock()
 	if h.closed {
 		h.subMu.Unlock()
-		return errHubClosed
+		return false, errHubClosed
 	}
 	if h.ps == nil {
 		h.ps = h.rdb.Subscribe(context.Background())
@@ -66,15 +67,18 @@ func (h *wakeHub) register(ctx context.Context, w *waiter, maxWait time.Duration
 		h.channels[w.channel] = cw
 	}
 	cw.waiters = append(cw.waiters, w)
+	joined = ok && cw.isReady
 	h.mu.Unlock()
-	var err error
 	if !ok {
 		err = h.ps.Subscribe(ctx, w.channel)
 	}
 	h.subMu.Unlock()
 	if err != nil {
 		h.unregister(w, false)
-		return err
+		return false, err
+	}
+	if joined {
+		return true, nil
 	}
 
 	timer := time.NewTimer(maxWait)
@@ -84,7 +88,7 @@ func (h *wakeHub) register(ctx context.Context, w *waiter, maxWait time.Duration
 	case <-ctx.Done():
 	case <-timer.C:
 	}
-	return nil
+	return false, nil
 }
 
 // unregister removes w. A wake-up it received but did not use (it gave up
