@@ -159,3 +159,55 @@ func redisCPU(tb testing.TB, rdb *redis.Client) time.Duration {
 	}
 	return time.Duration(total * float64(time.Second))
 }
+
+// BenchmarkIdleWaiters: 64 goroutines wait 1s for a lock that stays held.
+// Reports the whole process's CPU per wall second (cpu-ms/s) and the acquire
+// attempts the waiters send to Redis per second (tries/s). Run with
+// -benchtime=1x.
+func BenchmarkIdleWaiters(b *testing.B) {
+	for _, mode := range []string{"wakeup", "backoff", "spin"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			rdb := newRedis(b)
+			var tries attemptCounter
+			c := newClient(b, rdb, &lock.ClientOptions{Observer: &tries})
+			key := testKey(b, rdb)
+			holder, err := c.Obtain(ctx, key, time.Minute, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer holder.Release(ctx)
+			const waiters, wait = 64, time.Second
+
+			for range b.N {
+				var wg sync.WaitGroup
+				tries.reset()
+				cpu0, start := processCPU(), time.Now()
+				for range waiters {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						waitCtx, cancel := context.WithTimeout(ctx, wait)
+						defer cancel()
+						if mode == "spin" {
+							for waitCtx.Err() == nil {
+								tries.attempts.Add(1)
+								_, _ = rdb.SetNX(waitCtx, "{"+key+"}", "x", time.Minute).Result()
+							}
+							return
+						}
+						_, err := c.Obtain(waitCtx, key, time.Minute, &lock.Options{Wait: time.Minute, NoWakeup: mode == "backoff"})
+						if err == nil {
+							b.Error("obtained a held lock")
+						}
+					}()
+				}
+				wg.Wait()
+				secs := time.Since(start).Seconds()
+				b.ReportMetric(float64((processCPU()-cpu0).Milliseconds())/secs, "cpu-ms/s")
+				b.ReportMetric(float64(tries.attempts.Load())/secs, "tries/s")
+			}
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

@@ -116,7 +116,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	registered, retryNow := false, false
 	if !s.NoWakeup {
 		w := &waiter{id: a.id, channel: a.keys.channel, wake: make(chan struct{}, 1)}
-		if joined, err := c.hub.register(waitCtx, w, s.MaxBackoff); err == nil {
+		if joined, err := c.hub.register(waitCtx, w, s.PollInterval); err == nil {
 			registered, wake = true, w.wake
 			// After a new SUBSCRIBE, try again at once: a release may have
 			// happened between the first try and the subscription. Joining
@@ -208,26 +208,23 @@ func (a *attempt) leaveWith(ctx context.Context) {
 	_ = leaveScript.Run(ctx, a.c.rdb, []string{k.lock, k.queue, k.deadline}, a.id, k.channel).Err()
 }
 
-// backoff returns the n-th sleep: uniform in [min, min(max, min*2^n)]. When
-// wake-ups are on, releases wake the waiter and the timer is only a safety
-// net (lost message, reconnect), so it sleeps [max(min, max/2), max] instead.
-// Never past the holder's remaining TTL (pttl ms, negative if unknown) and,
-// in fair mode, short enough to keep the waiter's queue entry alive.
+// backoff returns the n-th sleep: with wake-ups, the safety-net poll in
+// [PollInterval/2, PollInterval]; without, full jitter in [min, min(max,
+// min*2^n)]. Never past the holder's remaining TTL (pttl ms, negative if
+// unknown) and, in fair mode, short enough to keep the queue entry alive.
 func (a *attempt) backoff(n int, pttl int64, wakeups bool) time.Duration {
-	lo, hi := a.s.MinBackoff, a.s.MaxBackoff
-	if a.s.Fair {
-		hi = min(hi, a.s.FairWaiterTimeout/3)
-		lo = min(lo, hi)
-	}
-	ceiling := hi
+	lo, ceiling := a.s.MinBackoff, a.s.MaxBackoff
 	if wakeups {
-		lo = max(lo, hi/2)
-	} else if n < 30 && lo<<n < hi {
+		lo, ceiling = a.s.PollInterval/2, a.s.PollInterval
+	} else if n < 30 && lo<<n < ceiling {
 		ceiling = lo << n
 	}
 	d := lo
 	if ceiling > lo {
 		d += rand.N(ceiling - lo + 1)
+	}
+	if a.s.Fair {
+		d = min(d, a.s.FairWaiterTimeout/3)
 	}
 	if pttl >= 0 {
 		d = min(d, max(time.Duration(pttl)*time.Millisecond, a.s.MinBackoff))

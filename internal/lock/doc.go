@@ -31,10 +31,12 @@
 //     the caller) retries, an acquire is recognised as already done (same
 //     fence) and a release is reported as released, not expired.
 //
-// Waiting: with Options.Wait > 0, a waiter sleeps with capped exponential
-// backoff and full jitter, and is woken early by the PUBLISH that the release
-// script sends. All waiters of a Client share one pub/sub connection; each
-// release wakes one local waiter, not all of them.
+// Waiting: with Options.Wait > 0, a waiter sleeps until the PUBLISH that the
+// release script sends wakes it. All waiters of a Client share one pub/sub
+// connection, and each release wakes one local waiter, not all of them. Timed
+// retries remain as a safety net (Options.PollInterval, default 1s, cut to the
+// holder's remaining TTL so an expired lock is noticed). With
+// Options.NoWakeup, waiters use capped exponential backoff with full jitter.
 //
 // Optional features: Options.Watchdog refreshes the lock at TTL/3 while it is
 // held, up to a total hold cap; an Owner tracks its locks (ReleaseAll) and

@@ -86,7 +86,7 @@ func TestFairSkipsWaiterThatGaveUp(t *testing.T) {
 	key := testKey(t, rdb)
 	queue := "{" + key + "}:queue"
 	llen := func() int64 { return rdb.LLen(ctx, queue).Val() }
-	fair := &lock.Options{Fair: true, Wait: 30 * time.Second, MinBackoff: 5 * time.Second, MaxBackoff: 10 * time.Second, FairWaiterTimeout: 30 * time.Second}
+	fair := &lock.Options{Fair: true, Wait: 30 * time.Second, PollInterval: 10 * time.Second, FairWaiterTimeout: 30 * time.Second}
 
 	holder, err := c.Obtain(ctx, key, time.Minute, fair)
 	if err != nil {
@@ -121,7 +121,7 @@ func TestFairSkipsWaiterThatGaveUp(t *testing.T) {
 	}
 	l := <-got
 	if waited := time.Since(start); waited > 3*time.Second {
-		t.Errorf("hand-off past a quitter took %v (backoff is 5s+: wake-up expected)", waited)
+		t.Errorf("hand-off past a quitter took %v (poll is 5s+: wake-up expected)", waited)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)

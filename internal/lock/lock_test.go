@@ -159,6 +159,7 @@ func TestInvalidInput(t *testing.T) {
 	for name, opt := range map[string]*lock.Options{
 		"negative wait":            {Wait: -time.Second},
 		"min above max":            {MinBackoff: time.Second, MaxBackoff: time.Millisecond},
+		"negative poll":            {PollInterval: -time.Second},
 		"reentrant without owner":  {Reentrant: true},
 		"watchdog interval >= ttl": {Watchdog: &lock.WatchdogOptions{Interval: time.Second}},
 	} {

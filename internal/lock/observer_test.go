@@ -54,7 +54,7 @@ func TestObserverEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Waits for first to expire: several attempts, measurable wait.
-	second, err := c.Obtain(ctx, key, time.Minute, &lock.Options{Wait: 5 * time.Second, MinBackoff: 10 * time.Millisecond})
+	second, err := c.Obtain(ctx, key, time.Minute, &lock.Options{Wait: 5 * time.Second, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

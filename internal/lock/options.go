@@ -9,6 +9,7 @@ import (
 const (
 	DefaultMinBackoff        = time.Millisecond
 	DefaultMaxBackoff        = 100 * time.Millisecond
+	DefaultPollInterval      = time.Second
 	DefaultFairWaiterTimeout = 3 * time.Second
 )
 
@@ -19,16 +20,22 @@ type Options struct {
 	// else. 0 (default) tries once; > 0 waits up to Wait or until ctx ends.
 	Wait time.Duration
 
-	// MinBackoff and MaxBackoff bound the sleep between attempts while waiting
-	// (defaults DefaultMinBackoff and DefaultMaxBackoff). With NoWakeup the
-	// n-th sleep is drawn uniformly from [MinBackoff, min(MaxBackoff,
-	// MinBackoff*2^n)] (full jitter above a floor, so waiters never spin).
-	// With wake-ups on (the default) a release wakes a waiter at once and the
-	// timer is only a safety net against lost messages: sleeps are drawn from
-	// [max(MinBackoff, MaxBackoff/2), MaxBackoff]. Either way a sleep is never
-	// longer than the holder's remaining TTL, nor, in fair mode, a third of
-	// FairWaiterTimeout.
+	// MinBackoff and MaxBackoff bound the sleep between attempts of a waiter
+	// without wake-ups (NoWakeup, or if subscribing failed); defaults
+	// DefaultMinBackoff and DefaultMaxBackoff. The n-th sleep is drawn
+	// uniformly from [MinBackoff, min(MaxBackoff, MinBackoff*2^n)] (full
+	// jitter above a floor, so waiters never spin).
 	MinBackoff, MaxBackoff time.Duration
+
+	// PollInterval: with wake-ups on (the default), a release wakes a waiter
+	// at once and timed retries are only a safety net against a lost message
+	// (e.g. a pub/sub reconnect). Such a waiter sleeps [PollInterval/2,
+	// PollInterval] between unprompted tries. Default DefaultPollInterval.
+	//
+	// Any sleep is also cut to the holder's remaining TTL (so an expired,
+	// never-released lock is noticed promptly) and, in fair mode, to a third
+	// of FairWaiterTimeout.
+	PollInterval time.Duration
 
 	// NoWakeup disables pub/sub wake-ups: waiters rely on backoff alone.
 	// Default false (wake-ups on). Mainly for comparison benchmarks.
@@ -95,7 +102,7 @@ func resolve(opt *Options, ttl time.Duration) (settings, error) {
 	if s.Wait < 0 {
 		return s, fmt.Errorf("%w: negative Wait %v", ErrInvalidOptions, s.Wait)
 	}
-	if s.MinBackoff < 0 || s.MaxBackoff < 0 || s.FairWaiterTimeout < 0 {
+	if s.MinBackoff < 0 || s.MaxBackoff < 0 || s.PollInterval < 0 || s.FairWaiterTimeout < 0 {
 		return s, fmt.Errorf("%w: negative backoff or waiter timeout", ErrInvalidOptions)
 	}
 	if s.MinBackoff == 0 {
@@ -106,6 +113,9 @@ func resolve(opt *Options, ttl time.Duration) (settings, error) {
 	}
 	if s.MinBackoff > s.MaxBackoff {
 		return s, fmt.Errorf("%w: MinBackoff %v > MaxBackoff %v", ErrInvalidOptions, s.MinBackoff, s.MaxBackoff)
+	}
+	if s.PollInterval == 0 {
+		s.PollInterval = DefaultPollInterval
 	}
 	if s.FairWaiterTimeout == 0 {
 		s.FairWaiterTimeout = DefaultFairWaiterTimeout

@@ -161,7 +161,7 @@ func TestSeedHole_UnitMixup(t *testing.T) {
 	}
 	defer holder.Release(ctx)
 	obs.reset()
-	_, err = c.Obtain(ctx, key, time.Minute, &lock.Options{Wait: 300 * time.Millisecond, MinBackoff: 50 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	_, err = c.Obtain(ctx, key, time.Minute, &lock.Options{Wait: 300 * time.Millisecond, NoWakeup: true, MinBackoff: 50 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	if !errors.Is(err, lock.ErrNotObtained) {
 		t.Fatalf("waiter: %v", err)
 	}

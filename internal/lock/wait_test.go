@@ -21,8 +21,8 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// The waiter's backoff is at least 10s, so obtaining well under that proves
-// the release's PUBLISH woke it.
+// The waiter's poll interval is at least 10s, so obtaining well under that
+// proves the release's PUBLISH woke it.
 func TestWaiterWokenByRelease(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
@@ -40,7 +40,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	opt := &lock.Options{Wait: 30 * time.Second, MinBackoff: 10 * time.Second, MaxBackoff: 20 * time.Second}
+	opt := &lock.Options{Wait: 30 * time.Second, PollInterval: 20 * time.Second}
 	l, err := newClient(t, rdb, nil).Obtain(ctx, key, time.Minute, opt) // a second Client: wake-up crosses connections
 	if err != nil {
 		t.Fatalf("waiter: %v", err)
@@ -72,13 +72,13 @@ func TestCancelWhileWaiting(t *testing.T) {
 		waitCtx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(100*time.Millisecond, cancel)
 		start := time.Now()
-		opt := &lock.Options{Wait: time.Minute, MinBackoff: 10 * time.Second, MaxBackoff: 20 * time.Second, Fair: fair, FairWaiterTimeout: time.Minute}
+		opt := &lock.Options{Wait: time.Minute, PollInterval: 20 * time.Second, Fair: fair, FairWaiterTimeout: time.Minute}
 		l, err := c.Obtain(waitCtx, key, time.Minute, opt)
 		if l != nil || !errors.Is(err, lock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
 			t.Errorf("fair=%v: Obtain = %v, %v; want ErrNotObtained and context.Canceled", fair, l, err)
 		}
 		if waited := time.Since(start); waited > 5*time.Second {
-			t.Errorf("fair=%v: cancel took %v to end a wait with a 10s backoff", fair, waited)
+			t.Errorf("fair=%v: cancel took %v to end a wait with a 10s+ poll", fair, waited)
 		}
 		if fair && rdb.LLen(ctx, "{"+key+"}:queue").Val() != 0 {
 			t.Error("cancelled fair waiter left its queue entry")
@@ -112,7 +112,7 @@ func TestWaiterObtainsAfterExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	opt := &lock.Options{Wait: 30 * time.Second, MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Second}
+	opt := &lock.Options{Wait: 30 * time.Second, PollInterval: 20 * time.Second}
 	l, err := c.Obtain(ctx, key, time.Minute, opt)
 	if err != nil {
 		t.Fatal(err)
