@@ -96,8 +96,12 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 
 func knownStrategy(name string) bool { return name == StrategyLua || name == StrategyLock }
 
-// Close waits for background work (hand-back retries) to stop.
-func (s *Service) Close() { s.gate.Close() }
+// Close waits for background work (hand-back retries) to stop and closes
+// the lock client's subscription.
+func (s *Service) Close() {
+	s.gate.Close()
+	_ = s.locked.locker.Close()
+}
 
 // DefaultStrategy is the strategy of items created without one.
 func (s *Service) DefaultStrategy() string { return s.cfg.DefaultStrategy }
