@@ -30,27 +30,19 @@ type LockStrategy struct {
 	wait   time.Duration
 
 	gates   sync.Map // int64 -> chan struct{} (capacity 1)
-	soldOut sync.Map // int64 -> time.Time: sold out as of then, trusted for soldOutFor
+	soldOut *soldOutMemo
 }
 
 var _ Strategy = (*LockStrategy)(nil)
 
-// soldOutFor is how long a "sold out" answer from the database is trusted
-// without asking again. Stock raised through this process clears it at once;
-// raised through another instance, it is seen within this time.
-const soldOutFor = time.Second
-
-func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, log *slog.Logger) *LockStrategy {
-	return &LockStrategy{store: store, log: log, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait}
+func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, memo *soldOutMemo, log *slog.Logger) *LockStrategy {
+	return &LockStrategy{store: store, log: log, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait, soldOut: memo}
 }
 
 // Buy waits (bounded) for the item's lock and sells one unit under it.
 func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string) (*Order, error) {
 	if err := it.window(time.Now()); err != nil {
 		return nil, err
-	}
-	if s.knownSoldOut(it.ID) {
-		return nil, ErrSoldOut
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.wait)
 	defer cancel()
@@ -62,7 +54,8 @@ func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orde
 		return nil, fmt.Errorf("waited %s for item %d: %w", s.wait, it.ID, ErrUnavailable)
 	}
 	defer func() { <-gate }()
-	if s.knownSoldOut(it.ID) {
+	// Whoever held the gate before may have found the item sold out.
+	if s.soldOut.soldOut(it.ID) {
 		return nil, ErrSoldOut
 	}
 
@@ -92,9 +85,6 @@ func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orde
 
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
 	err = s.store.InsertOrder(ctx, o, req.IdempotencyKey, l.Fence())
-	if errors.Is(err, ErrSoldOut) {
-		s.soldOut.Store(it.ID, time.Now())
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -108,11 +98,3 @@ func (s *LockStrategy) gate(id int64) chan struct{} {
 	g, _ := s.gates.LoadOrStore(id, make(chan struct{}, 1))
 	return g.(chan struct{})
 }
-
-func (s *LockStrategy) knownSoldOut(id int64) bool {
-	v, ok := s.soldOut.Load(id)
-	return ok && time.Since(v.(time.Time)) < soldOutFor
-}
-
-// stockChanged forgets a remembered "sold out" after an admin change.
-func (s *LockStrategy) stockChanged(id int64) { s.soldOut.Delete(id) }
