@@ -101,6 +101,7 @@ func knownStrategy(name string) bool { return name == StrategyLua || name == Str
 // the lock client's subscription.
 func (s *Service) Close() {
 	s.gate.Close()
+	s.locked.close()
 	_ = s.locked.locker.Close()
 }
 
