@@ -255,12 +255,13 @@ func TestExactlyOneOf100Concurrent(t *testing.T) {
 	}
 }
 
-// Many waiters, each holding briefly: never two holders at once, and fences
-// strictly increase in the order the lock was held.
+// Many waiters on two Clients (as if two service instances), each holding
+// briefly: never two holders at once, and fences strictly increase in the
+// order the lock was held.
 func TestMutualExclusionAndFenceOrder(t *testing.T) {
 	ctx := context.Background()
 	rdb := newRedis(t)
-	c := newClient(t, rdb, nil)
+	clients := []*lock.Client{newClient(t, rdb, nil), newClient(t, newRedis(t), nil)}
 	key := testKey(t, rdb)
 
 	var (
@@ -269,10 +270,11 @@ func TestMutualExclusionAndFenceOrder(t *testing.T) {
 		mu        sync.Mutex
 		lastFence int64
 	)
-	for range 16 {
+	for g := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c := clients[g%2]
 			for range 10 {
 				l, err := c.Obtain(ctx, key, 10*time.Second, &lock.Options{Wait: 20 * time.Second})
 				if err != nil {
