@@ -65,30 +65,27 @@ func (s *Service) twinOrder(ctx context.Context, it *Item, req OrderRequest, err
 	case errors.Is(err, ErrSoldOut):
 		// A twin that got in before the sell-out has settled the key (the
 		// strategies settle before anyone can see sold out) or, in the lua
-		// gate, holds a reservation whose write may be in flight.
-		if id := s.settled(ctx, req); id != "" {
+		// gate, holds a reservation whose write may be in flight. One round
+		// trip asks both.
+		pipe := s.rdb.Pipeline()
+		claim := pipe.Get(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey))
+		var reserved *redis.BoolCmd
+		if it.Strategy == StrategyLua {
+			reserved = pipe.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil
+		}
+		if user, id, _ := strings.Cut(claim.Val(), "|"); user == req.UserID && id != "" {
 			if o, err := s.store.Order(ctx, id); err == nil {
 				return o
 			}
 		}
-		if it.Strategy == StrategyLua && s.gate.reserved(ctx, it.ID, req.UserID) {
+		if reserved != nil && reserved.Val() {
 			return s.replay(ctx, req, true)
 		}
 	}
 	return nil
-}
-
-// settled returns the order id recorded under the key, or "".
-func (s *Service) settled(ctx context.Context, req OrderRequest) string {
-	v, err := s.rdb.Get(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey)).Result()
-	if err != nil {
-		return ""
-	}
-	user, order, _ := strings.Cut(v, "|")
-	if user != req.UserID {
-		return ""
-	}
-	return order
 }
 
 // replay finds the order that another request with the same key placed.

@@ -128,13 +128,6 @@ func (g *LuaGate) seed(ctx context.Context, id int64) error {
 	return nil
 }
 
-// reserved reports whether the gate holds a reservation for the user, whose
-// order may not be committed yet. Errors count as no.
-func (g *LuaGate) reserved(ctx context.Context, itemID int64, userID string) bool {
-	ok, err := g.rdb.HExists(ctx, g.keys.buyers(itemID), userID).Result()
-	return err == nil && ok
-}
-
 // setStock sets the gate's stock; absent gates stay absent (rebuilt on demand).
 func (g *LuaGate) setStock(ctx context.Context, id, stock int64) error {
 	if err := setStockScript.Run(ctx, g.rdb, []string{g.keys.meta(id)}, stock).Err(); err != nil {
