@@ -34,10 +34,11 @@ var (
 // written to the database, whose conditional UPDATE has the last word. A
 // reservation whose write fails is handed back.
 type LuaGate struct {
-	store *Store
-	rdb   redis.UniversalClient
-	keys  keyspace
-	log   *slog.Logger
+	store  *Store
+	writer *orderWriter // group commit: concurrent orders share a transaction
+	rdb    redis.UniversalClient
+	keys   keyspace
+	log    *slog.Logger
 
 	// Hand-backs that failed (Redis down) are retried in the background by
 	// goroutines that Close stops and waits for.
@@ -49,7 +50,7 @@ type LuaGate struct {
 var _ Strategy = (*LuaGate)(nil)
 
 func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
-	return &LuaGate{store: store, rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
+	return &LuaGate{store: store, writer: newOrderWriter(store), rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
 }
 
 // orphanAfter is the age past which a reservation without an order belongs
@@ -74,7 +75,7 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 		return nil, err
 	}
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	err = g.store.InsertOrder(ctx, o, req.IdempotencyKey, 0)
+	err = g.writer.write(o, req.IdempotencyKey)
 	if err == nil {
 		if committed != nil {
 			committed(o)
@@ -215,8 +216,9 @@ func (g *LuaGate) handBackNow(ctx context.Context, itemID int64, userID, orderID
 	return nil
 }
 
-// Close stops hand-back retries and waits for them.
+// Close finishes queued writes, then stops hand-back retries and waits.
 func (g *LuaGate) Close() {
+	g.writer.close()
 	g.once.Do(func() { close(g.closing) })
 	g.retries.Wait()
 }
