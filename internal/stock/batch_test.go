@@ -26,7 +26,7 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 		if err := store.InsertOrder(ctx, &Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "early"}, "", 0); err != nil {
 			t.Fatal(err)
 		}
-		w := newOrderWriter(store)
+		w := newOrderWriter(store, nil)
 		defer w.close()
 
 		users := []string{"early"}
@@ -39,7 +39,7 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = w.write(&Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, "")
+				errs[i] = w.write(&Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, "", nil)
 			}()
 		}
 		wg.Wait()
@@ -72,8 +72,39 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 		if got.Sold != 5 || rows != 5 {
 			t.Errorf("after the writes: sold %d, %d order rows; want 5 and 5", got.Sold, rows)
 		}
-		if err := w.write(&Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "late"}, ""); !errors.Is(err, ErrSoldOut) {
+		if err := w.write(&Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "late"}, "", nil); !errors.Is(err, ErrSoldOut) {
 			t.Errorf("write after sell-out: got %v, want ErrSoldOut", err)
+		}
+	})
+}
+
+// A batch refused because one user appears twice must not turn away an
+// order while units are left: the stock goes to the distinct users, in
+// arrival order, and the repeat gets what the user's first order got.
+func TestRefusedBatchSellsEveryUnitLeft(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		store := NewStore(b.DB(t))
+		it := &Item{Name: "clash", Stock: 3, Strategy: StrategyLock}
+		if err := store.CreateItem(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+		w := newOrderWriter(store, nil)
+		defer w.close()
+		users := []string{"a", "a", "b", "c", "d"}
+		batch := make([]*pendingWrite, len(users))
+		for i, u := range users {
+			batch[i] = &pendingWrite{o: &Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, done: make(chan error, 1)}
+		}
+		w.commit(it.ID, batch)
+		want := []error{nil, ErrAlreadyPurchased, nil, nil, ErrSoldOut}
+		for i, p := range batch {
+			if got := <-p.done; !errors.Is(got, want[i]) || (want[i] == nil && got != nil) {
+				t.Errorf("order %d by %s: got %v, want %v", i, users[i], got, want[i])
+			}
+		}
+		if got, _ := store.Item(ctx, it.ID); got.Sold != 3 {
+			t.Errorf("sold: got %d, want 3", got.Sold)
 		}
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,161 +18,99 @@ import (
 // fencing token, so a holder whose lease lapsed (a long GC pause, say)
 // cannot write after the next holder did.
 //
-// Requests for one item first queue on a per-process gate, so only one
-// goroutine per process contends for the Redis lock at a time; the others
-// wait in memory without touching Redis. When requests are queued behind
-// the holder, the Redis lock passes straight to the next one (same lease,
-// same fence) instead of being released and taken again, for at most
+// Each item has one writer goroutine per process: requests queue to it, so
+// only it contends for the Redis lock and the others wait in memory. It
+// writes every order queued while it held the lock in one transaction
+// (group commit), and keeps the lock while more orders queue, for at most
 // maxHold, so other instances get their turn.
 type LockStrategy struct {
-	store  *Store
 	log    *slog.Logger
 	locker *lock.Client
 	keys   keyspace
 	ttl    time.Duration
 	wait   time.Duration
+	writer *orderWriter
 
-	gates   sync.Map // int64 -> *itemGate
-	soldOut *soldOutMemo
+	held sync.Map // int64 -> *heldLock, touched only by the item's writer
 }
 
 // maxHold bounds how long one process keeps an item's Redis lock while
-// handing it from request to request.
+// more orders keep coming.
 const maxHold = 250 * time.Millisecond
 
-// itemGate queues this process's requests for one item. held is touched
-// only by the goroutine that holds sem.
-type itemGate struct {
-	sem     chan struct{} // capacity 1
-	waiting atomic.Int64
-	held    *lock.Lock
-	since   time.Time
+type heldLock struct {
+	l     *lock.Lock
+	since time.Time
 }
 
 var _ Strategy = (*LockStrategy)(nil)
+var _ writeGuard = (*LockStrategy)(nil)
 
-func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, memo *soldOutMemo, log *slog.Logger) *LockStrategy {
-	return &LockStrategy{store: store, log: log, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait, soldOut: memo}
+func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, log *slog.Logger) *LockStrategy {
+	s := &LockStrategy{log: log, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait}
+	s.writer = newOrderWriter(store, s)
+	return s
 }
 
-// Buy waits (bounded) for the item's lock and sells one unit under it.
+// Buy queues the order to the item's writer, which writes it under the lock.
 func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string, committed func(*Order)) (*Order, error) {
 	if err := it.window(time.Now()); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.wait)
-	defer cancel()
-
-	g := s.gate(it.ID)
-	g.waiting.Add(1)
-	select {
-	case g.sem <- struct{}{}:
-		g.waiting.Add(-1)
-	case <-ctx.Done():
-		g.waiting.Add(-1)
-		s.dropIdle(it.ID, g)
-		return nil, fmt.Errorf("waited %s for item %d: %w", s.wait, it.ID, ErrUnavailable)
-	}
-	defer func() { s.handOn(it.ID, g); <-g.sem }()
-	// Whoever held the gate before may have found the item sold out.
-	if s.soldOut.soldOut(it.ID) {
-		return nil, ErrSoldOut
-	}
-	l, err := s.obtain(ctx, it.ID, g)
-	if err != nil {
-		return nil, err
-	}
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	if err := s.store.InsertOrder(ctx, o, req.IdempotencyKey, l.Fence()); err != nil {
+	if err := s.writer.write(o, req.IdempotencyKey, committed); err != nil {
 		return nil, err
-	}
-	// Still inside the gate: whoever finds the item sold out after this
-	// sees the order settled under its key.
-	if committed != nil {
-		committed(o)
 	}
 	return o, nil
 }
 
-// obtain returns the Redis lock the gate already holds, if its lease is
-// still good, or takes it. The caller holds g.sem.
-func (s *LockStrategy) obtain(ctx context.Context, itemID int64, g *itemGate) (*lock.Lock, error) {
-	if g.held != nil && g.held.Context().Err() == nil {
-		return g.held, nil
+// hold returns the fence of the item's lock, taking the lock (waiting up to
+// the configured wait) unless this writer holds it with a good lease.
+func (s *LockStrategy) hold(ctx context.Context, itemID int64) (int64, error) {
+	v, _ := s.held.Load(itemID)
+	h, _ := v.(*heldLock)
+	if h != nil && h.l.Context().Err() == nil && time.Since(h.since) < maxHold {
+		return h.l.Fence(), nil
 	}
-	g.held = nil
-	wait := time.Until(deadline(ctx, s.wait))
-	if wait <= 0 {
-		return nil, fmt.Errorf("waited %s for item %d: %w", s.wait, itemID, ErrUnavailable)
+	if h != nil {
+		s.release(itemID, h)
 	}
-	l, err := s.locker.Obtain(ctx, s.keys.lock(itemID), s.ttl, &lock.Options{Wait: wait})
+	ctx, cancel := context.WithTimeout(ctx, s.wait)
+	defer cancel()
+	l, err := s.locker.Obtain(ctx, s.keys.lock(itemID), s.ttl, &lock.Options{Wait: s.wait})
 	if err != nil {
 		if errors.Is(err, lock.ErrNotObtained) {
-			return nil, fmt.Errorf("lock for item %d: %w: %w", itemID, ErrUnavailable, err)
+			return 0, fmt.Errorf("lock for item %d not obtained in %s: %w: %w", itemID, s.wait, ErrUnavailable, err)
 		}
-		return nil, redisError("obtain lock", err)
+		return 0, redisError("obtain lock", err)
 	}
-	g.held, g.since = l, time.Now()
-	return l, nil
+	s.held.Store(itemID, &heldLock{l: l, since: time.Now()})
+	return l.Fence(), nil
 }
 
-// handOn keeps the Redis lock for the next queued request, or releases it
-// when nobody waits or it has been held long enough. The caller holds g.sem.
-func (s *LockStrategy) handOn(itemID int64, g *itemGate) {
-	if g.held == nil || (g.waiting.Load() > 0 && time.Since(g.since) < maxHold && g.held.Context().Err() == nil) {
+// done releases the lock when no more orders are queued.
+func (s *LockStrategy) done(itemID int64, more bool) {
+	if more {
 		return
 	}
-	s.release(itemID, g)
-}
-
-// dropIdle releases a lock left for a waiter that gave up, if the gate is free.
-func (s *LockStrategy) dropIdle(itemID int64, g *itemGate) {
-	select {
-	case g.sem <- struct{}{}:
-		if g.waiting.Load() == 0 && g.held != nil {
-			s.release(itemID, g)
-		}
-		<-g.sem
-	default: // the holder decides when it is done
+	if v, ok := s.held.Load(itemID); ok {
+		s.release(itemID, v.(*heldLock))
 	}
 }
 
-func (s *LockStrategy) release(itemID int64, g *itemGate) {
-	l := g.held
-	g.held = nil
+func (s *LockStrategy) release(itemID int64, h *heldLock) {
+	s.held.Delete(itemID)
 	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
 	defer cancel()
 	// A lapsed lease is harmless (the fence guarded the writes), but worth
 	// knowing about.
-	if err := l.Release(ctx); err != nil {
+	if err := h.l.Release(ctx); err != nil {
 		s.log.Warn("lock release", "item", itemID, "err", err)
 	}
 }
 
-func (s *LockStrategy) gate(id int64) *itemGate {
-	if g, ok := s.gates.Load(id); ok {
-		return g.(*itemGate)
-	}
-	g, _ := s.gates.LoadOrStore(id, &itemGate{sem: make(chan struct{}, 1)})
-	return g.(*itemGate)
-}
-
-// close releases every lock the gates still hold.
+// close finishes queued writes and releases the locks.
 func (s *LockStrategy) close() {
-	s.gates.Range(func(k, v any) bool {
-		g := v.(*itemGate)
-		g.sem <- struct{}{}
-		if g.held != nil {
-			s.release(k.(int64), g)
-		}
-		<-g.sem
-		return true
-	})
-}
-
-func deadline(ctx context.Context, d time.Duration) time.Time {
-	if dl, ok := ctx.Deadline(); ok {
-		return dl
-	}
-	return time.Now().Add(d)
+	s.writer.close()
+	_ = s.locker.Close()
 }

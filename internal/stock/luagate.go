@@ -50,7 +50,7 @@ type LuaGate struct {
 var _ Strategy = (*LuaGate)(nil)
 
 func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
-	return &LuaGate{store: store, writer: newOrderWriter(store), rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
+	return &LuaGate{store: store, writer: newOrderWriter(store, nil), rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
 }
 
 // orphanAfter is the age past which a reservation without an order belongs
@@ -75,11 +75,8 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 		return nil, err
 	}
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	err = g.writer.write(o, req.IdempotencyKey)
+	err = g.writer.write(o, req.IdempotencyKey, committed)
 	if err == nil {
-		if committed != nil {
-			committed(o)
-		}
 		return o, nil
 	}
 	soldOutAt := ""

@@ -92,7 +92,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	}
 	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys}
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
-	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, &s.soldOut, cfg.Logger)
+	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
 	return s, nil
 }
@@ -104,7 +104,6 @@ func knownStrategy(name string) bool { return name == StrategyLua || name == Str
 func (s *Service) Close() {
 	s.gate.Close()
 	s.locked.close()
-	_ = s.locked.locker.Close()
 }
 
 // DefaultStrategy is the strategy of items created without one.
