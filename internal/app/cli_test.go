@@ -32,6 +32,17 @@ func TestParseConfig(t *testing.T) {
 			[]string{"SECKILL_STRATEGY=\"magic\"", "SECKILL_REDIS_URL=\"localhost:6379\"", "at least 16 characters"}},
 		{"bad duration", map[string]string{"SECKILL_LOCK_WAIT": "soon"}, nil, []string{"SECKILL_LOCK_WAIT=\"soon\""}},
 		{"flag wins over env", map[string]string{"SECKILL_STRATEGY": "magic"}, []string{"-strategy", "lock"}, nil},
+		{"operations settings", map[string]string{"SECKILL_LOG_FORMAT": "json", "SECKILL_LOG_LEVEL": "debug", "SECKILL_RATE_USER": "600/m:20",
+			"SECKILL_RATE_IP": "200/s", "SECKILL_REQUEST_TIMEOUT": "3s", "SECKILL_ADMIN_ADDR": ":9090", "SECKILL_PPROF": "true",
+			"SECKILL_USER_JWT_SECRET": strings.Repeat("s", 32)}, nil, nil},
+		{"every bad operations value reported", map[string]string{"SECKILL_LOG_FORMAT": "xml", "SECKILL_LOG_LEVEL": "loud",
+			"SECKILL_RATE_USER": "ten", "SECKILL_RATE_IP": "5/d", "SECKILL_USER_JWT_SECRET": "short", "SECKILL_REQUEST_TIMEOUT": "2h"}, nil,
+			[]string{`SECKILL_LOG_FORMAT="xml"`, `SECKILL_LOG_LEVEL="loud"`, `SECKILL_RATE_USER="ten"`, `SECKILL_RATE_IP="5/d"`,
+				"SECKILL_USER_JWT_SECRET must be at least 32 bytes", "SECKILL_REQUEST_TIMEOUT=2h0m0s"}},
+		{"bad burst", map[string]string{"SECKILL_RATE_USER": "5/s:0"}, nil, []string{`SECKILL_RATE_USER="5/s:0"`}},
+		{"pprof needs the admin listener", map[string]string{"SECKILL_PPROF": "true"}, nil, []string{"SECKILL_PPROF=true needs SECKILL_ADMIN_ADDR"}},
+		{"bad bool", map[string]string{"SECKILL_PPROF": "maybe"}, nil, []string{`SECKILL_PPROF="maybe": want true or false`}},
+		{"admin address differs", map[string]string{"SECKILL_ADDR": ":8080", "SECKILL_ADMIN_ADDR": ":8080"}, nil, []string{"must differ from SECKILL_ADDR"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,7 +66,9 @@ func TestHelpListsEverySetting(t *testing.T) {
 	if code := app.Main([]string{"--help"}, env(nil), &out, &errb); code != 0 {
 		t.Fatalf("exit code: got %d, want 0", code)
 	}
-	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT", "migrate"} {
+	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT",
+		"SECKILL_REQUEST_TIMEOUT", "SECKILL_LOG_FORMAT", "SECKILL_LOG_LEVEL", "SECKILL_RATE_USER", "SECKILL_RATE_IP", "SECKILL_USER_JWT_SECRET",
+		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "migrate"} {
 		if !strings.Contains(errb.String(), v) {
 			t.Errorf("--help does not mention %s:\n%s", v, errb.String())
 		}

@@ -52,8 +52,8 @@ type itemGate struct {
 
 var _ Strategy = (*LockStrategy)(nil)
 
-func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, memo *soldOutMemo, log *slog.Logger) *LockStrategy {
-	return &LockStrategy{store: store, log: log, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait, soldOut: memo}
+func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, memo *soldOutMemo, log *slog.Logger, obs lock.Observer) *LockStrategy {
+	return &LockStrategy{store: store, log: log, locker: lock.New(rdb, &lock.ClientOptions{Observer: obs}), keys: keys, ttl: ttl, wait: wait, soldOut: memo}
 }
 
 // Buy waits (bounded) for the item's lock and sells one unit under it.
@@ -141,7 +141,7 @@ func (s *LockStrategy) release(itemID int64, g *itemGate) {
 	// A lapsed lease is harmless (the fence guarded the writes), but worth
 	// knowing about.
 	if err := l.Release(ctx); err != nil {
-		s.log.Warn("lock release", "item", itemID, "err", err)
+		s.log.WarnContext(ctx, "lock release", "item", itemID, "err", err)
 	}
 }
 

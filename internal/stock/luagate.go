@@ -120,7 +120,7 @@ func (g *LuaGate) seed(ctx context.Context, id int64) error {
 		return redisError("seed", err)
 	}
 	if created == 1 {
-		g.log.Info("gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold)
+		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold)
 	}
 	return nil
 }

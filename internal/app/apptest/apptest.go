@@ -25,6 +25,14 @@ const Token = "test-admin-token-0123456789"
 // config before start.
 func Start(t *testing.T, b testenv.Backend, edit ...func(*app.Config)) (*app.App, *Client) {
 	t.Helper()
+	// Warnings go to the test log, which is shown when the test fails.
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return StartLogged(t, b, log, edit...)
+}
+
+// StartLogged is Start with the service logging to log.
+func StartLogged(t *testing.T, b testenv.Backend, log *slog.Logger, edit ...func(*app.Config)) (*app.App, *Client) {
+	t.Helper()
 	cfg := app.Config{RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN, SQLitePath: b.SQLitePath,
 		KeyPrefix: b.KeyPrefix, AdminToken: Token}
 	// -race slows every client call 5-10x on a 2-core machine; the proofs
@@ -36,8 +44,6 @@ func Start(t *testing.T, b testenv.Backend, edit ...func(*app.Config)) (*app.App
 	for _, e := range edit {
 		e(&cfg)
 	}
-	// Warnings go to the test log, which is shown when the test fails.
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := app.New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("start app on %s: %v", b.Name, err)
