@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/seckill/seckill/api"
 	"github.com/seckill/seckill/internal/metrics"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/stock"
@@ -141,6 +142,7 @@ func (h *Handler) newEngine() *gin.Engine {
 func (h *Handler) routes(pub, admin *gin.Engine) {
 	pub.GET("/healthz", h.healthz)
 	pub.GET("/readyz", h.readyz)
+	pub.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", api.OpenAPI) })
 
 	api := pub.Group("/api/v1")
 	api.GET("/items/:id", h.publicItem)
