@@ -25,6 +25,11 @@ const (
 func (s *Service) claim(ctx context.Context, req OrderRequest) (state, orderID string, err error) {
 	prev, err := s.rdb.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
 		redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL}).Result()
+	return claimState(prev, err, req.UserID)
+}
+
+// claimState reads the reply of the claim's SET NX GET.
+func claimState(prev string, err error, userID string) (state, orderID string, _ error) {
 	if errors.Is(err, redis.Nil) {
 		return claimNew, "", nil
 	}
@@ -33,12 +38,46 @@ func (s *Service) claim(ctx context.Context, req OrderRequest) (state, orderID s
 	}
 	user, order, ok := strings.Cut(prev, "|")
 	switch {
-	case !ok || user != req.UserID:
+	case !ok || user != userID:
 		return "", "", ErrIdempotencyConflict
 	case order != "":
 		return claimDone, order, nil
 	}
 	return claimPending, "", nil
+}
+
+// soldOutKeyed answers a keyed request for an item this process knows is
+// sold out, in one round trip: it claims the key and, in the lua gate, asks
+// whether the user holds a reservation. A twin that committed an order
+// before the sell-out has settled the key by then (strategies settle before
+// anyone can see sold out), so the claim shows its order; a lua twin still
+// writing holds a reservation.
+func (s *Service) soldOutKeyed(ctx context.Context, it *Item, req OrderRequest) (*Order, bool, error) {
+	pipe := s.rdb.Pipeline()
+	claim := pipe.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+		redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+	var reserved *redis.BoolCmd
+	if it.Strategy == StrategyLua {
+		reserved = pipe.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, false, redisError("claim idempotency key", err)
+	}
+	state, orderID, err := claimState(claim.Val(), claim.Err(), req.UserID)
+	if err != nil {
+		return nil, false, err
+	}
+	if state == claimDone {
+		if o, err := s.store.Order(ctx, orderID); err == nil {
+			return o, true, nil
+		}
+	}
+	if reserved != nil && reserved.Val() {
+		if o := s.replay(ctx, req, true); o != nil {
+			return o, true, nil
+		}
+	}
+	return nil, false, ErrSoldOut
 }
 
 // settle records the order placed under a key, so replays are answered
@@ -49,6 +88,43 @@ func (s *Service) settle(ctx context.Context, req OrderRequest, orderID string) 
 	if err != nil && !errors.Is(err, redis.Nil) {
 		s.cfg.Logger.WarnContext(ctx, "idempotency key not settled", "item", req.ItemID, "err", err)
 	}
+}
+
+// twinOrder finds the order that another request with the same key placed,
+// when the refusal err may be its doing: two requests with one key race and
+// the other one wins.
+func (s *Service) twinOrder(ctx context.Context, it *Item, req OrderRequest, err error) *Order {
+	switch {
+	case errors.Is(err, ErrAlreadyPurchased):
+		// The user holds an order or a reservation: is it under this key?
+		return s.replay(ctx, req, true)
+	case errors.Is(err, ErrIdempotencyConflict):
+		// The database may report the twin as a clash on the key itself.
+		return s.replay(ctx, req, false)
+	case errors.Is(err, ErrSoldOut):
+		// A twin that got in before the sell-out has settled the key (the
+		// strategies settle before anyone can see sold out) or, in the lua
+		// gate, holds a reservation whose write may be in flight. One round
+		// trip asks both.
+		pipe := s.rdb.Pipeline()
+		claim := pipe.Get(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey))
+		var reserved *redis.BoolCmd
+		if it.Strategy == StrategyLua {
+			reserved = pipe.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil
+		}
+		if user, id, _ := strings.Cut(claim.Val(), "|"); user == req.UserID && id != "" {
+			if o, err := s.store.Order(ctx, id); err == nil {
+				return o
+			}
+		}
+		if reserved != nil && reserved.Val() {
+			return s.replay(ctx, req, true)
+		}
+	}
+	return nil
 }
 
 // replay finds the order that another request with the same key placed.
