@@ -127,6 +127,7 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 	if route == "" {
 		route = "unmatched"
 	}
+	method = methodLabel(method)
 	m.requests.WithLabelValues(route, method, statusLabel(status)).Inc()
 	m.latency.WithLabelValues(route, method).Observe(d.Seconds())
 }
@@ -183,6 +184,17 @@ func (o lockObserver) RefreshFailed(e lock.RefreshEvent) {
 }
 
 func (o lockObserver) LeaseLost(lock.LeaseEvent) { o.m.lockLeaseLost.Inc() }
+
+// methodLabel bounds the method label: a client can send any token as a
+// method, and each would otherwise become a series.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
 
 // statusLabel avoids an allocation for the common statuses.
 func statusLabel(s int) string {
