@@ -130,3 +130,32 @@ func TestEmbeddedDefaultSells(t *testing.T) {
 		t.Errorf("second order: got %d %s, want 409 sold_out", r.Status, r.Body)
 	}
 }
+
+func TestNewLogger(t *testing.T) {
+	cases := []struct {
+		name     string
+		cfg      app.Config
+		wantJSON bool
+		debug    bool
+	}{
+		{"embedded default is text", app.Config{}, false, false},
+		{"real backends default to json", app.Config{RedisURL: "redis://127.0.0.1:6379/0"}, true, false},
+		{"format forced to text", app.Config{MySQLDSN: "x", LogFormat: "text"}, false, false},
+		{"format forced to json", app.Config{LogFormat: "json", LogLevel: "debug"}, true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := app.NewLogger(tc.cfg, &buf)
+			log.Debug("dbg")
+			log.Info("hello")
+			out := buf.String()
+			if got := strings.HasPrefix(out, "{"); got != tc.wantJSON {
+				t.Errorf("JSON: got %v, want %v: %q", got, tc.wantJSON, out)
+			}
+			if got := strings.Contains(out, "dbg"); got != tc.debug {
+				t.Errorf("debug line logged: got %v, want %v: %q", got, tc.debug, out)
+			}
+		})
+	}
+}
