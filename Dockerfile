@@ -9,6 +9,6 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/seckill ./cmd/seck
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/seckill /seckill
-EXPOSE 8080
+EXPOSE 8080 9090
 USER nonroot:nonroot
 ENTRYPOINT ["/seckill"]

@@ -17,6 +17,8 @@ import (
 
 	"github.com/seckill/seckill/internal/embedredis"
 	"github.com/seckill/seckill/internal/handler"
+	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/stock"
 )
 
@@ -29,6 +31,7 @@ type App struct {
 	db       *gorm.DB
 	service  *stock.Service
 	handler  *handler.Handler
+	metrics  *metrics.Metrics
 	backends []string
 }
 
@@ -40,13 +43,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	log = slog.New(handler.WithRequestIDs(log.Handler()))
+	if cfg.RateUser == "" && cfg.RedisURL != "" {
+		cfg.RateUser = DefaultRateUser
+	}
+	rateUser, _ := ratelimit.Parse(cfg.RateUser) // validated above
+	rateIP, _ := ratelimit.Parse(cfg.RateIP)
 	if cfg.SQLitePath == "" {
 		cfg.SQLitePath = "seckill.db"
 	}
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = randomToken()
 	}
-	a = &App{cfg: cfg, log: log}
+	a = &App{cfg: cfg, log: log, metrics: metrics.New(handler.ErrorCode)}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -61,12 +70,28 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		return nil, err
 	}
 	a.backends = append(a.backends, desc)
+	a.metrics.WatchRedis(a.rdb)
+	if sqlDB, err := a.db.DB(); err == nil {
+		a.metrics.WatchDB(sqlDB)
+	}
 	a.service, err = stock.NewService(stock.NewStore(a.db), a.rdb, stock.Config{
-		DefaultStrategy: cfg.Strategy, KeyPrefix: cfg.KeyPrefix, LockWait: cfg.LockWait, Logger: log})
+		DefaultStrategy: cfg.Strategy, KeyPrefix: cfg.KeyPrefix, LockWait: cfg.LockWait, Logger: log,
+		LockObserver: a.metrics.LockObserver(), Orders: a.metrics})
 	if err != nil {
 		return nil, err
 	}
-	a.handler = handler.New(a.service, handler.Config{AdminToken: cfg.AdminToken, Logger: log})
+	prefix := cfg.KeyPrefix
+	if prefix == "" {
+		prefix = "seckill"
+	}
+	hcfg := handler.Config{AdminToken: cfg.AdminToken, Logger: log, RequestTimeout: cfg.RequestTimeout,
+		Metrics: a.metrics, SeparateAdmin: cfg.AdminAddr != "", Pprof: cfg.Pprof,
+		UserLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateUser),
+		IPLimit:   ratelimit.New(a.rdb, prefix+":ratelimit:", rateIP)}
+	if cfg.UserJWTSecret != "" {
+		hcfg.UserJWTSecret = []byte(cfg.UserJWTSecret)
+	}
+	a.handler = handler.New(a.service, hcfg)
 	return a, nil
 }
 
@@ -79,6 +104,13 @@ func randomToken() string {
 // Handler is the HTTP API.
 func (a *App) Handler() http.Handler { return a.handler }
 
+// AdminHandler is the admin listener's handler, or nil when the admin API is
+// on the main one (AdminAddr empty).
+func (a *App) AdminHandler() http.Handler { return a.handler.Admin() }
+
+// Logger is the service's logger (with request ids).
+func (a *App) Logger() *slog.Logger { return a.log }
+
 // AdminToken is the admin bearer token in force (configured or generated).
 func (a *App) AdminToken() string { return a.cfg.AdminToken }
 
@@ -88,22 +120,27 @@ func (a *App) Backends() []string { return a.backends }
 // Service is the domain service, for tests and tools in this module.
 func (a *App) Service() *stock.Service { return a.service }
 
-// Serve answers on l until ctx ends, then shuts down gracefully: it stops
-// accepting, lets in-flight requests finish within ShutdownTimeout, and
-// returns.
-func (a *App) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{
-		Handler:           a.handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      20 * time.Second,
-		IdleTimeout:       90 * time.Second,
+// Serve answers on l (and the admin API on admin, when AdminAddr is set)
+// until ctx ends or a server fails, then shuts both down gracefully: they
+// stop accepting, in-flight requests finish within ShutdownTimeout, and
+// Serve returns once both servers' goroutines have.
+func (a *App) Serve(ctx context.Context, l, admin net.Listener) error {
+	srvs := []*http.Server{a.server(a.handler)}
+	ls := []net.Listener{l}
+	if h := a.handler.Admin(); h != nil && admin != nil {
+		srvs = append(srvs, a.server(h))
+		ls = append(ls, admin)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	errc := make(chan error, len(srvs))
+	for i, srv := range srvs {
+		go func() { errc <- srv.Serve(ls[i]) }()
+	}
+	var errs []error
+	pending := len(srvs)
 	select {
-	case err := <-errc:
-		return err
+	case err := <-errc: // a server failed: stop the other too
+		pending--
+		errs = append(errs, err)
 	case <-ctx.Done():
 	}
 	timeout := a.cfg.ShutdownTimeout
@@ -112,11 +149,30 @@ func (a *App) Serve(ctx context.Context, l net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := srv.Shutdown(sctx)
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
+	for _, srv := range srvs {
+		errs = append(errs, srv.Shutdown(sctx))
 	}
-	return err
+	for ; pending > 0; pending-- {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a *App) server(h http.Handler) *http.Server {
+	reqTimeout := a.cfg.RequestTimeout
+	if reqTimeout == 0 {
+		reqTimeout = 10 * time.Second
+	}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      max(20*time.Second, reqTimeout+10*time.Second),
+		IdleTimeout:       90 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // Close releases the backends. It is safe on a partly built App.

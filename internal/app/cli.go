@@ -41,7 +41,7 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "seckill: configuration:\n%v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := NewLogger(cfg, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -65,7 +65,18 @@ func runServe(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr 
 		fmt.Fprintf(stderr, "seckill: listen: %v\n", err)
 		return 1
 	}
+	var admin net.Listener
+	if cfg.AdminAddr != "" {
+		if admin, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+			_ = l.Close()
+			fmt.Fprintf(stderr, "seckill: admin listen: %v\n", err)
+			return 1
+		}
+	}
 	fmt.Fprintf(stdout, "seckill listening on %s\n", l.Addr())
+	if admin != nil {
+		fmt.Fprintf(stdout, "  admin API, /metrics%s on %s\n", map[bool]string{true: " and pprof"}[cfg.Pprof], admin.Addr())
+	}
 	for _, b := range a.Backends() {
 		fmt.Fprintf(stdout, "  backend: %s\n", b)
 	}
@@ -75,7 +86,7 @@ func runServe(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr 
 	} else {
 		fmt.Fprintln(stdout, "  admin token: from SECKILL_ADMIN_TOKEN")
 	}
-	if err := a.Serve(ctx, l); err != nil {
+	if err := a.Serve(ctx, l, admin); err != nil {
 		fmt.Fprintf(stderr, "seckill: %v\n", err)
 		return 1
 	}
@@ -101,4 +112,22 @@ func runMigrate(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: applied migrations %v\n", desc, applied)
 	return 0
+}
+
+// NewLogger builds the service's logger from cfg: JSON or text (text by
+// default when both backends are embedded, JSON otherwise) at LogLevel.
+func NewLogger(cfg Config, w io.Writer) *slog.Logger {
+	level, _ := parseLevel(cfg.LogLevel) // validated by ParseConfig
+	opts := &slog.HandlerOptions{Level: level}
+	format := cfg.LogFormat
+	if format == "" {
+		format = "json"
+		if cfg.RedisURL == "" && cfg.MySQLDSN == "" {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
 }

@@ -32,6 +32,17 @@ func TestParseConfig(t *testing.T) {
 			[]string{"SECKILL_STRATEGY=\"magic\"", "SECKILL_REDIS_URL=\"localhost:6379\"", "at least 16 characters"}},
 		{"bad duration", map[string]string{"SECKILL_LOCK_WAIT": "soon"}, nil, []string{"SECKILL_LOCK_WAIT=\"soon\""}},
 		{"flag wins over env", map[string]string{"SECKILL_STRATEGY": "magic"}, []string{"-strategy", "lock"}, nil},
+		{"operations settings", map[string]string{"SECKILL_LOG_FORMAT": "json", "SECKILL_LOG_LEVEL": "debug", "SECKILL_RATE_USER": "600/m:20",
+			"SECKILL_RATE_IP": "200/s", "SECKILL_REQUEST_TIMEOUT": "3s", "SECKILL_ADMIN_ADDR": ":9090", "SECKILL_PPROF": "true",
+			"SECKILL_USER_JWT_SECRET": strings.Repeat("s", 32)}, nil, nil},
+		{"every bad operations value reported", map[string]string{"SECKILL_LOG_FORMAT": "xml", "SECKILL_LOG_LEVEL": "loud",
+			"SECKILL_RATE_USER": "ten", "SECKILL_RATE_IP": "5/d", "SECKILL_USER_JWT_SECRET": "short", "SECKILL_REQUEST_TIMEOUT": "2h"}, nil,
+			[]string{`SECKILL_LOG_FORMAT="xml"`, `SECKILL_LOG_LEVEL="loud"`, `SECKILL_RATE_USER="ten"`, `SECKILL_RATE_IP="5/d"`,
+				"SECKILL_USER_JWT_SECRET must be at least 32 bytes", "SECKILL_REQUEST_TIMEOUT=2h0m0s"}},
+		{"bad burst", map[string]string{"SECKILL_RATE_USER": "5/s:0"}, nil, []string{`SECKILL_RATE_USER="5/s:0"`}},
+		{"pprof needs the admin listener", map[string]string{"SECKILL_PPROF": "true"}, nil, []string{"SECKILL_PPROF=true needs SECKILL_ADMIN_ADDR"}},
+		{"bad bool", map[string]string{"SECKILL_PPROF": "maybe"}, nil, []string{`SECKILL_PPROF="maybe": want true or false`}},
+		{"admin address differs", map[string]string{"SECKILL_ADDR": ":8080", "SECKILL_ADMIN_ADDR": ":8080"}, nil, []string{"must differ from SECKILL_ADDR"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,7 +66,9 @@ func TestHelpListsEverySetting(t *testing.T) {
 	if code := app.Main([]string{"--help"}, env(nil), &out, &errb); code != 0 {
 		t.Fatalf("exit code: got %d, want 0", code)
 	}
-	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT", "migrate"} {
+	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT",
+		"SECKILL_REQUEST_TIMEOUT", "SECKILL_LOG_FORMAT", "SECKILL_LOG_LEVEL", "SECKILL_RATE_USER", "SECKILL_RATE_IP", "SECKILL_USER_JWT_SECRET",
+		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "migrate"} {
 		if !strings.Contains(errb.String(), v) {
 			t.Errorf("--help does not mention %s:\n%s", v, errb.String())
 		}
@@ -115,5 +128,34 @@ func TestEmbeddedDefaultSells(t *testing.T) {
 	}
 	if r, _ := c.PlaceOrder(it.ID, "bob", ""); r.Status != 409 || r.ErrorCode() != "sold_out" {
 		t.Errorf("second order: got %d %s, want 409 sold_out", r.Status, r.Body)
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	cases := []struct {
+		name     string
+		cfg      app.Config
+		wantJSON bool
+		debug    bool
+	}{
+		{"embedded default is text", app.Config{}, false, false},
+		{"real backends default to json", app.Config{RedisURL: "redis://127.0.0.1:6379/0"}, true, false},
+		{"format forced to text", app.Config{MySQLDSN: "x", LogFormat: "text"}, false, false},
+		{"format forced to json", app.Config{LogFormat: "json", LogLevel: "debug"}, true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := app.NewLogger(tc.cfg, &buf)
+			log.Debug("dbg")
+			log.Info("hello")
+			out := buf.String()
+			if got := strings.HasPrefix(out, "{"); got != tc.wantJSON {
+				t.Errorf("JSON: got %v, want %v: %q", got, tc.wantJSON, out)
+			}
+			if got := strings.Contains(out, "dbg"); got != tc.debug {
+				t.Errorf("debug line logged: got %v, want %v: %q", got, tc.debug, out)
+			}
+		})
 	}
 }

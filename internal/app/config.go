@@ -4,8 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/internal/ratelimit"
 )
 
 // Config is everything the service reads at start. Zero values mean the
@@ -41,6 +45,53 @@ type Config struct {
 	// ShutdownTimeout bounds graceful shutdown (SECKILL_SHUTDOWN_TIMEOUT).
 	// Default 15s.
 	ShutdownTimeout time.Duration
+	// RequestTimeout bounds each request's work (SECKILL_REQUEST_TIMEOUT).
+	// Default 10s.
+	RequestTimeout time.Duration
+	// LogFormat is "json" or "text" (SECKILL_LOG_FORMAT). Default text
+	// when both backends are embedded, json otherwise.
+	LogFormat string
+	// LogLevel is debug, info, warn or error (SECKILL_LOG_LEVEL). Default info.
+	LogLevel string
+	// RateUser limits orders per user, e.g. "10/s" or "600/m:20" (rate, then
+	// an optional burst); "0" is off (SECKILL_RATE_USER). Default
+	// DefaultRateUser with a real Redis, off with the embedded one.
+	RateUser string
+	// RateIP limits orders per client address, same syntax
+	// (SECKILL_RATE_IP). Default "0" (off).
+	RateIP string
+	// UserJWTSecret, when set, makes orders take the user from an HS256
+	// bearer token's "sub" (SECKILL_USER_JWT_SECRET). At least 32 bytes.
+	UserJWTSecret string
+	// AdminAddr puts the admin API, /metrics and pprof on a listener of
+	// their own (SECKILL_ADMIN_ADDR). Empty: the main listener.
+	AdminAddr string
+	// Pprof serves /debug/pprof/ on the admin listener, behind the admin
+	// token (SECKILL_PPROF). Requires AdminAddr. Default false.
+	Pprof bool
+}
+
+// DefaultRateUser lets a user place a burst of 10 orders and 10 a second
+// after it: plenty for a person retrying (with idempotent replays), and far
+// above the 2-per-user bursts of the load tests; a bot hammering one account
+// gets 429s. It applies with a real Redis only: the embedded one runs Lua
+// several times slower, a stampede on it already nears its timeouts, and a
+// single process needs no shared budget.
+const DefaultRateUser = "10/s"
+
+// maxRequestTimeout keeps the request bound under the server's write timeout.
+const maxRequestTimeout = time.Minute
+
+// parseLevel reads SECKILL_LOG_LEVEL; "" is info.
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if s == "" {
+		return slog.LevelInfo, nil
+	}
+	if err := l.UnmarshalText([]byte(s)); err != nil || (s != "debug" && s != "info" && s != "warn" && s != "error") {
+		return 0, fmt.Errorf("SECKILL_LOG_LEVEL=%q: want debug, info, warn or error", s)
+	}
+	return l, nil
 }
 
 // setting binds one variable to its environment name, flag and help.
@@ -48,6 +99,7 @@ type setting struct {
 	env, flag, help string
 	str             *string
 	dur             *time.Duration
+	boolean         *bool
 	def             string
 }
 
@@ -63,6 +115,14 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a lock-strategy order waits for the item lock", dur: &c.LockWait, def: "5s"},
 		{env: "SECKILL_REDIS_TIMEOUT", flag: "redis-timeout", help: "bound on each Redis call; 0 = 1s (10s embedded)", dur: &c.RedisTimeout, def: "0s"},
 		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", help: "bound on graceful shutdown", dur: &c.ShutdownTimeout, def: "15s"},
+		{env: "SECKILL_REQUEST_TIMEOUT", flag: "request-timeout", help: "bound on each request's work", dur: &c.RequestTimeout, def: "10s"},
+		{env: "SECKILL_LOG_FORMAT", flag: "log-format", help: "json or text; empty = text when embedded, json otherwise", str: &c.LogFormat},
+		{env: "SECKILL_LOG_LEVEL", flag: "log-level", help: "debug, info, warn or error", str: &c.LogLevel, def: "info"},
+		{env: "SECKILL_RATE_USER", flag: "rate-user", help: "orders per user, N/s, N/m or N/h with optional :burst; 0 = off; empty = " + DefaultRateUser + " with a real Redis, off when embedded", str: &c.RateUser},
+		{env: "SECKILL_RATE_IP", flag: "rate-ip", help: "orders per client address, same syntax; 0 = off", str: &c.RateIP, def: "0"},
+		{env: "SECKILL_USER_JWT_SECRET", flag: "user-jwt-secret", help: "HS256 secret of user tokens (at least 32 bytes); set = orders need a bearer token whose sub is the user", str: &c.UserJWTSecret},
+		{env: "SECKILL_ADMIN_ADDR", flag: "admin-addr", help: "separate listen address of the admin API, /metrics and pprof; empty = the main listener", str: &c.AdminAddr},
+		{env: "SECKILL_PPROF", flag: "pprof", help: "serve /debug/pprof/ on the admin listener (needs SECKILL_ADMIN_ADDR)", boolean: &c.Pprof, def: "false"},
 	}
 }
 
@@ -86,6 +146,12 @@ func ParseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (C
 				problems = append(problems, fmt.Errorf("%s=%q: not a duration like 3s or 500ms", s.env, val))
 			}
 			fs.DurationVar(s.dur, s.flag, d, help)
+		case s.boolean != nil:
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				problems = append(problems, fmt.Errorf("%s=%q: want true or false", s.env, val))
+			}
+			fs.BoolVar(s.boolean, s.flag, b, help)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -112,8 +178,32 @@ func (c *Config) Validate() error {
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		problems = append(problems, fmt.Errorf("SECKILL_REDIS_URL=%q: want redis://host:port/db", c.RedisURL))
 	}
-	if c.LockWait < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 {
+	if c.LockWait < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 {
 		problems = append(problems, errors.New("durations must not be negative"))
+	}
+	if c.RequestTimeout > maxRequestTimeout {
+		problems = append(problems, fmt.Errorf("SECKILL_REQUEST_TIMEOUT=%s: at most %s", c.RequestTimeout, maxRequestTimeout))
+	}
+	if c.LogFormat != "" && c.LogFormat != "json" && c.LogFormat != "text" {
+		problems = append(problems, fmt.Errorf("SECKILL_LOG_FORMAT=%q: want json or text", c.LogFormat))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		problems = append(problems, err)
+	}
+	if _, err := ratelimit.Parse(c.RateUser); err != nil {
+		problems = append(problems, fmt.Errorf("SECKILL_RATE_USER=%w", err))
+	}
+	if _, err := ratelimit.Parse(c.RateIP); err != nil {
+		problems = append(problems, fmt.Errorf("SECKILL_RATE_IP=%w", err))
+	}
+	if c.UserJWTSecret != "" && len(c.UserJWTSecret) < 32 {
+		problems = append(problems, errors.New("SECKILL_USER_JWT_SECRET must be at least 32 bytes"))
+	}
+	if c.AdminAddr != "" && c.AdminAddr == c.Addr {
+		problems = append(problems, fmt.Errorf("SECKILL_ADMIN_ADDR=%q: must differ from SECKILL_ADDR", c.AdminAddr))
+	}
+	if c.Pprof && c.AdminAddr == "" {
+		problems = append(problems, errors.New("SECKILL_PPROF=true needs SECKILL_ADMIN_ADDR: profiles are served on the admin listener only"))
 	}
 	return errors.Join(problems...)
 }

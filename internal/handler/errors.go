@@ -2,7 +2,10 @@ package handler
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -23,6 +26,7 @@ const (
 	CodeSaleEnded           = "sale_ended"
 	CodeStockBelowSold      = "stock_below_sold"
 	CodeIdempotencyConflict = "idempotency_conflict"
+	CodeRateLimited         = "rate_limited"
 	CodeUnavailable         = "unavailable"
 	CodeInternal            = "internal"
 )
@@ -43,6 +47,8 @@ var errorKinds = []struct {
 	{stock.ErrSaleEnded, http.StatusConflict, CodeSaleEnded, "the sale has ended"},
 	{stock.ErrStockBelowSold, http.StatusConflict, CodeStockBelowSold, ""},
 	{stock.ErrIdempotencyConflict, http.StatusUnprocessableEntity, CodeIdempotencyConflict, "this Idempotency-Key was used with a different request"},
+	{errUnauthorized, http.StatusUnauthorized, CodeUnauthorized, ""},
+	{errRateLimited, http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after the time in Retry-After"},
 	{stock.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable, "the service is temporarily unavailable; retry shortly"},
 }
 
@@ -55,6 +61,25 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
+// errRateLimited is a request refused by a rate limit; the refusal is a
+// *rateLimited, which carries when to retry.
+var errRateLimited = errors.New("rate limited")
+
+type rateLimited struct{ retryAfter time.Duration }
+
+func (e *rateLimited) Error() string        { return "rate limited" }
+func (e *rateLimited) Is(target error) bool { return target == errRateLimited }
+
+// ErrorCode is the API code err is answered with ("internal" when unknown).
+func ErrorCode(err error) string {
+	for _, k := range errorKinds {
+		if errors.Is(err, k.err) {
+			return k.code
+		}
+	}
+	return CodeInternal
+}
+
 // writeError answers with the status and code that err means. Unknown errors
 // are logged and answered with a generic 500.
 func (h *Handler) writeError(c *gin.Context, err error) {
@@ -64,15 +89,25 @@ func (h *Handler) writeError(c *gin.Context, err error) {
 			if msg == "" {
 				msg = err.Error()
 			}
-			if k.status == http.StatusServiceUnavailable {
+			switch k.status {
+			case http.StatusServiceUnavailable:
 				c.Header("Retry-After", "1")
-				h.log.Warn("unavailable", "method", c.Request.Method, "path", c.FullPath(), "err", err)
+				h.log.WarnContext(c.Request.Context(), "unavailable", "method", c.Request.Method, "path", c.FullPath(), "err", err)
+			case http.StatusTooManyRequests:
+				var rl *rateLimited
+				secs := int64(1)
+				if errors.As(err, &rl) {
+					secs = max(1, int64(math.Ceil(rl.retryAfter.Seconds())))
+				}
+				c.Header("Retry-After", strconv.FormatInt(secs, 10))
+			case http.StatusUnauthorized:
+				c.Header("WWW-Authenticate", `Bearer realm="seckill"`)
 			}
 			abort(c, k.status, k.code, msg)
 			return
 		}
 	}
-	h.log.Error("internal error", "method", c.Request.Method, "path", c.FullPath(), "err", err)
+	h.log.ErrorContext(c.Request.Context(), "internal error", "method", c.Request.Method, "path", c.FullPath(), "err", err)
 	abort(c, http.StatusInternalServerError, CodeInternal, "internal error")
 }
 

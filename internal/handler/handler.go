@@ -8,11 +8,16 @@ import (
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/seckill/seckill/api"
+	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/stock"
 )
 
@@ -20,7 +25,7 @@ import (
 type Shop interface {
 	CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item, error)
 	Item(ctx context.Context, id int64) (*stock.Item, error)
-	SetStock(ctx context.Context, id, n int64) (*stock.Item, error)
+	SetStock(ctx context.Context, id, n int64) (before, after *stock.Item, err error)
 	PlaceOrder(ctx context.Context, req stock.OrderRequest) (*stock.Order, bool, error)
 	Order(ctx context.Context, id string) (*stock.Order, error)
 	Ready(ctx context.Context) error
@@ -36,8 +41,23 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ReadyTimeout bounds /readyz's checks. Default 1s.
 	ReadyTimeout time.Duration
-	// Logger receives errors. Default slog.Default().
+	// Logger receives errors and the audit log. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics records requests and rate-limit refusals and is served at
+	// /metrics. Default nil: no metrics, no /metrics.
+	Metrics *metrics.Metrics
+	// UserLimit and IPLimit limit orders per user and per client address.
+	// Default nil: off.
+	UserLimit, IPLimit *ratelimit.Limiter
+	// UserJWTSecret, when set, makes orders take their user from an HS256
+	// bearer token's "sub" and shows an order only to its owner.
+	UserJWTSecret []byte
+	// SeparateAdmin puts the admin routes, /metrics and pprof on Admin()
+	// instead of the public handler.
+	SeparateAdmin bool
+	// Pprof serves net/http/pprof under /debug/pprof/ next to the admin
+	// routes, behind the admin token. Default false.
+	Pprof bool
 }
 
 // MaxBodyBytes caps request bodies; a larger one gets 413.
@@ -50,6 +70,9 @@ type Handler struct {
 	adminHash [32]byte
 	cfg       Config
 	engine    *gin.Engine
+	admin     *gin.Engine // nil unless SeparateAdmin
+	ids       *requestIDs
+	jwt       *jwt.Parser
 }
 
 // New builds the router.
@@ -63,46 +86,110 @@ func New(shop Shop, cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Handler{shop: shop, log: cfg.Logger, cfg: cfg, adminHash: sha256.Sum256([]byte(cfg.AdminToken))}
-	h.engine = h.routes()
+	h := &Handler{shop: shop, log: cfg.Logger, cfg: cfg, adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
+		ids: newRequestIDs(),
+		jwt: jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())}
+	h.engine = h.newEngine()
+	admin := h.engine
+	if cfg.SeparateAdmin {
+		h.admin = h.newEngine()
+		admin = h.admin
+	}
+	h.routes(h.engine, admin)
 	return h
 }
 
-// ServeHTTP makes Handler an http.Handler.
+// ServeHTTP makes Handler an http.Handler: the public API (and the admin
+// routes unless they are separate).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.engine.ServeHTTP(w, r) }
 
-func (h *Handler) routes() *gin.Engine {
+// Admin is the admin listener's handler, or nil when the admin routes are
+// on the public one.
+func (h *Handler) Admin() http.Handler {
+	if h.admin == nil {
+		return nil
+	}
+	return h.admin
+}
+
+// Routes lists the routes of the public and the admin engine (for tests
+// comparing them with the API document).
+func (h *Handler) Routes() gin.RoutesInfo {
+	r := h.engine.Routes()
+	if h.admin != nil {
+		r = append(r, h.admin.Routes()...)
+	}
+	return r
+}
+
+func (h *Handler) newEngine() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
-	e.Use(h.recover, h.limits)
+	// Client addresses are the peer's: no proxy is trusted to set
+	// X-Forwarded-For, so the per-IP limit cannot be dodged by a header.
+	_ = e.SetTrustedProxies(nil)
+	e.Use(h.frame, h.recover)
 	e.NoRoute(func(c *gin.Context) { abort(c, http.StatusNotFound, CodeNotFound, "no such route") })
 	e.NoMethod(func(c *gin.Context) {
 		abort(c, http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed on this route")
 	})
+	return e
+}
 
-	e.GET("/healthz", h.healthz)
-	e.GET("/readyz", h.readyz)
+// routes is the route table. admin is pub unless the admin routes have a
+// listener of their own.
+func (h *Handler) routes(pub, admin *gin.Engine) {
+	pub.GET("/healthz", h.healthz)
+	pub.GET("/readyz", h.readyz)
+	pub.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", api.OpenAPI) })
 
-	api := e.Group("/api/v1")
+	api := pub.Group("/api/v1")
 	api.GET("/items/:id", h.publicItem)
 	api.POST("/items/:id/orders", h.placeOrder)
 	api.GET("/orders/:id", h.getOrder)
 
-	admin := api.Group("/admin", h.requireAdmin)
-	admin.POST("/items", h.createItem)
-	admin.GET("/items/:id", h.adminItem)
-	admin.PUT("/items/:id/stock", h.setStock)
-	return e
+	if admin != pub {
+		admin.GET("/healthz", h.healthz)
+	}
+	adm := admin.Group("/api/v1/admin", h.requireAdmin)
+	adm.POST("/items", h.createItem)
+	adm.GET("/items/:id", h.adminItem)
+	adm.PUT("/items/:id/stock", h.setStock)
+
+	if h.cfg.Metrics != nil {
+		admin.GET("/metrics", gin.WrapH(h.cfg.Metrics.Handler()))
+	}
+	if h.cfg.Pprof {
+		dbg := admin.Group("/debug/pprof", h.requireAdmin)
+		dbg.GET("/", gin.WrapF(pprof.Index))
+		dbg.GET("/cmdline", gin.WrapF(pprof.Cmdline))
+		dbg.GET("/profile", gin.WrapF(pprof.Profile))
+		dbg.GET("/symbol", gin.WrapF(pprof.Symbol))
+		dbg.GET("/trace", gin.WrapF(pprof.Trace))
+		dbg.GET("/:profile", func(c *gin.Context) { pprof.Handler(c.Param("profile")).ServeHTTP(c.Writer, c.Request) })
+	}
 }
 
-// limits caps the body and the time of every request.
-func (h *Handler) limits(c *gin.Context) {
+// frame wraps every request: it caps the body and the time, gives the
+// request an id (kept from the client when sane) in its context and the
+// X-Request-Id header, and records the request's metrics. It logs a request
+// only at debug level.
+func (h *Handler) frame(c *gin.Context) {
+	start := time.Now()
+	id := h.ids.id(c.GetHeader(RequestIDHeader))
+	c.Header(RequestIDHeader, id)
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
-	ctx, cancel := context.WithTimeout(c.Request.Context(), h.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(c.Request.Context(), requestIDKey{}, id), h.cfg.RequestTimeout)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
 	c.Next()
+	d := time.Since(start)
+	h.cfg.Metrics.Request(c.FullPath(), c.Request.Method, c.Writer.Status(), d)
+	if h.log.Enabled(ctx, slog.LevelDebug) {
+		h.log.DebugContext(ctx, "request", "method", c.Request.Method, "route", c.FullPath(),
+			"status", c.Writer.Status(), "duration", d)
+	}
 }
 
 func (h *Handler) recover(c *gin.Context) {
@@ -111,7 +198,7 @@ func (h *Handler) recover(c *gin.Context) {
 			if r == http.ErrAbortHandler {
 				panic(r)
 			}
-			h.log.Error("panic", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", r)
+			h.log.ErrorContext(c.Request.Context(), "panic", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", r)
 			abort(c, http.StatusInternalServerError, CodeInternal, "internal error")
 		}
 	}()
@@ -138,7 +225,7 @@ func (h *Handler) readyz(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), h.cfg.ReadyTimeout)
 	defer cancel()
 	if err := h.shop.Ready(ctx); err != nil {
-		h.log.Warn("not ready", "err", err)
+		h.log.WarnContext(ctx, "not ready", "err", err)
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable"})
 		return
 	}

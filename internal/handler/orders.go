@@ -1,11 +1,13 @@
 package handler
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/stock"
 )
 
@@ -33,16 +35,39 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
+	// The address is limited before any work, the user once known.
+	if err := h.limit(c, h.cfg.IPLimit, "ip", c.RemoteIP()); err != nil {
+		h.writeError(c, err)
+		return
+	}
+	user := ""
+	if h.cfg.UserJWTSecret != nil {
+		if user, err = h.tokenUser(c); err != nil {
+			h.writeError(c, err)
+			return
+		}
+	}
 	var req placeOrderRequest
 	if !h.decode(c, &req) {
 		return
 	}
-	if req.UserID == nil {
-		h.writeError(c, stock.Invalidf("user_id is required"))
+	if user == "" { // without tokens the body names the user; with them it is ignored
+		if req.UserID == nil {
+			h.writeError(c, stock.Invalidf("user_id is required"))
+			return
+		}
+		user = *req.UserID
+	}
+	oreq := stock.OrderRequest{ItemID: id, UserID: user, IdempotencyKey: c.GetHeader("Idempotency-Key")}
+	if err := stock.ValidateOrderRequest(oreq); err != nil {
+		h.writeError(c, err)
 		return
 	}
-	o, replayed, err := h.shop.PlaceOrder(c.Request.Context(), stock.OrderRequest{ItemID: id, UserID: *req.UserID,
-		IdempotencyKey: c.GetHeader("Idempotency-Key")})
+	if err := h.limit(c, h.cfg.UserLimit, "user", user); err != nil {
+		h.writeError(c, err)
+		return
+	}
+	o, replayed, err := h.shop.PlaceOrder(c.Request.Context(), oreq)
 	if err != nil {
 		h.writeError(c, err)
 		return
@@ -55,10 +80,38 @@ func (h *Handler) placeOrder(c *gin.Context) {
 }
 
 func (h *Handler) getOrder(c *gin.Context) {
+	user := ""
+	if h.cfg.UserJWTSecret != nil {
+		var err error
+		if user, err = h.tokenUser(c); err != nil {
+			h.writeError(c, err)
+			return
+		}
+	}
 	o, err := h.shop.Order(c.Request.Context(), c.Param("id"))
+	if err == nil && user != "" && o.UserID != user {
+		err = stock.ErrNotFound // another user's order does not exist for this one
+	}
 	if err != nil {
 		h.writeError(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, orderView(o))
+}
+
+// limit takes one unit of key's budget on l (nil: off). A refusal is a
+// *rateLimited; a Redis failure is unavailability.
+func (h *Handler) limit(c *gin.Context, l *ratelimit.Limiter, name, key string) error {
+	if l == nil {
+		return nil
+	}
+	wait, err := l.Allow(c.Request.Context(), name+":"+key)
+	if err != nil {
+		return fmt.Errorf("%s rate limit: %w: %w", name, stock.ErrUnavailable, err)
+	}
+	if wait > 0 {
+		h.cfg.Metrics.RateLimited(name)
+		return &rateLimited{retryAfter: wait}
+	}
+	return nil
 }

@@ -86,7 +86,7 @@ func (s *Service) settle(ctx context.Context, req OrderRequest, orderID string) 
 	err := s.rdb.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|"+orderID,
 		redis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		s.cfg.Logger.Warn("idempotency key not settled", "item", req.ItemID, "err", err)
+		s.cfg.Logger.WarnContext(ctx, "idempotency key not settled", "item", req.ItemID, "err", err)
 	}
 }
 

@@ -46,8 +46,8 @@ type heldLock struct {
 var _ Strategy = (*LockStrategy)(nil)
 var _ writeGuard = (*LockStrategy)(nil)
 
-func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, log *slog.Logger) *LockStrategy {
-	s := &LockStrategy{log: log, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait}
+func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *LockStrategy {
+	s := &LockStrategy{log: log, locker: lock.New(rdb, &lock.ClientOptions{Observer: obs}), keys: keys, ttl: ttl, wait: wait}
 	s.writer = newOrderWriter(store, s)
 	return s
 }

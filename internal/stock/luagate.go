@@ -68,7 +68,7 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 		if err := g.handBackNow(ctx, it.ID, req.UserID, dup.orderID, ""); err != nil {
 			return nil, err
 		}
-		g.log.Warn("orphaned reservation handed back", "item", it.ID, "user", req.UserID, "order", dup.orderID)
+		g.log.WarnContext(ctx, "orphaned reservation handed back", "item", it.ID, "user", req.UserID, "order", dup.orderID)
 		stockSeen, err = g.reserve(ctx, it, req.UserID, orderID)
 	}
 	if err != nil {
@@ -137,7 +137,7 @@ func (g *LuaGate) seed(ctx context.Context, id int64) error {
 		return redisError("seed", err)
 	}
 	if created == 1 {
-		g.log.Info("gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold)
+		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold)
 	}
 	return nil
 }

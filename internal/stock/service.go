@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/seckill/seckill/internal/lock"
 )
 
 // Strategy sells one unit of an item to one user. Each strategy must be
@@ -40,6 +42,18 @@ type Config struct {
 	ReplayWait time.Duration
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
+	// LockObserver receives the item locks' events (metrics). Default none.
+	LockObserver lock.Observer
+	// Orders receives the outcome of every order that reached an item's
+	// strategy (metrics). Default none.
+	Orders OrderObserver
+}
+
+// OrderObserver receives order outcomes. It must be fast and safe for
+// concurrent use.
+type OrderObserver interface {
+	// Order reports one order on strategy; err is nil for a sale or replay.
+	Order(strategy string, err error)
 }
 
 func (c *Config) withDefaults() {
@@ -92,7 +106,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	}
 	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys}
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
-	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger)
+	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
 	return s, nil
 }
@@ -125,7 +139,7 @@ func (s *Service) CreateItem(ctx context.Context, in NewItem) (*Item, error) {
 	// The item is in the database, which is what counts; a gate that could
 	// not be seeded now is rebuilt by the first order.
 	if err := s.gate.seed(ctx, it.ID); err != nil {
-		s.cfg.Logger.Warn("gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
+		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
 	}
 	return it, nil
 }
@@ -153,10 +167,11 @@ func (s *Service) Item(ctx context.Context, id int64) (*Item, error) {
 
 // SetStock changes an item's stock. Lowering tightens the Redis gate before
 // the database commits, raising loosens it after, so Redis never admits more
-// than the database holds. n below what is sold is refused.
-func (s *Service) SetStock(ctx context.Context, id, n int64) (*Item, error) {
+// than the database holds. n below what is sold is refused. It returns the
+// item before and after the change (for the audit log).
+func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *Item, err error) {
 	if n < 0 || n > MaxStock {
-		return nil, Invalidf("stock must be between 0 and %d", MaxStock)
+		return nil, nil, Invalidf("stock must be between 0 and %d", MaxStock)
 	}
 	tightened := false
 	old, updated, err := s.store.SetStock(ctx, id, n, func(old *Item) error {
@@ -170,18 +185,18 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (*Item, error) {
 		if tightened {
 			// The database kept the old stock; give it back to the gate.
 			if rerr := s.gate.setStock(context.WithoutCancel(ctx), id, old.Stock); rerr != nil {
-				s.cfg.Logger.Warn("gate stock not restored after a failed change; it admits less until repaired", "item", id, "err", rerr)
+				s.cfg.Logger.WarnContext(ctx, "gate stock not restored after a failed change; it admits less until repaired", "item", id, "err", rerr)
 			}
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if n >= old.Stock {
 		if err := s.gate.setStock(ctx, id, n); err != nil {
-			return nil, fmt.Errorf("stock saved in the database but the Redis gate still has %d; repeat the request: %w", old.Stock, err)
+			return nil, nil, fmt.Errorf("stock saved in the database but the Redis gate still has %d; repeat the request: %w", old.Stock, err)
 		}
 	}
 	s.soldOut.forget(id)
-	return updated, nil
+	return old, updated, nil
 }
 
 var orderIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
@@ -204,6 +219,9 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	it, err := s.routing(ctx, req.ItemID)
 	if err != nil {
 		return nil, false, err
+	}
+	if s.cfg.Orders != nil {
+		defer func() { s.cfg.Orders.Order(it.Strategy, err) }()
 	}
 	if req.IdempotencyKey != "" && s.soldOut.soldOut(it.ID) {
 		return s.soldOutKeyed(ctx, it, req)

@@ -62,7 +62,7 @@ func ForEach(t *testing.T, fn func(t *testing.T, b Backend)) {
 }
 
 // Embedded starts a miniredis and names an SQLite file in a temp dir.
-func Embedded(t *testing.T) Backend {
+func Embedded(t testing.TB) Backend {
 	t.Helper()
 	m, err := embedredis.Start()
 	if err != nil {
@@ -152,7 +152,7 @@ func Suffix() string {
 }
 
 // DB opens the backend's database with the schema applied.
-func (b Backend) DB(t *testing.T) *gorm.DB {
+func (b Backend) DB(t testing.TB) *gorm.DB {
 	t.Helper()
 	cfg := &gorm.Config{SkipDefaultTransaction: true, Logger: logger.Default.LogMode(logger.Silent)}
 	var (
@@ -181,7 +181,7 @@ func (b Backend) DB(t *testing.T) *gorm.DB {
 }
 
 // Redis opens a client to the backend's Redis.
-func (b Backend) Redis(t *testing.T) *redis.Client {
+func (b Backend) Redis(t testing.TB) *redis.Client {
 	t.Helper()
 	opt, err := redis.ParseURL(b.RedisURL)
 	if err != nil {

@@ -23,7 +23,15 @@ const Token = "test-admin-token-0123456789"
 
 // Start runs the service on b behind an httptest server. edit may adjust the
 // config before start.
-func Start(t *testing.T, b testenv.Backend, edit ...func(*app.Config)) (*app.App, *Client) {
+func Start(t testing.TB, b testenv.Backend, edit ...func(*app.Config)) (*app.App, *Client) {
+	t.Helper()
+	// Warnings go to the test log, which is shown when the test fails.
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return StartLogged(t, b, log, edit...)
+}
+
+// StartLogged is Start with the service logging to log.
+func StartLogged(t testing.TB, b testenv.Backend, log *slog.Logger, edit ...func(*app.Config)) (*app.App, *Client) {
 	t.Helper()
 	cfg := app.Config{RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN, SQLitePath: b.SQLitePath,
 		KeyPrefix: b.KeyPrefix, AdminToken: Token}
@@ -36,8 +44,6 @@ func Start(t *testing.T, b testenv.Backend, edit ...func(*app.Config)) (*app.App
 	for _, e := range edit {
 		e(&cfg)
 	}
-	// Warnings go to the test log, which is shown when the test fails.
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := app.New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("start app on %s: %v", b.Name, err)
@@ -50,7 +56,7 @@ func Start(t *testing.T, b testenv.Backend, edit ...func(*app.Config)) (*app.App
 	return a, NewClient(srv.URL, Token)
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -78,7 +84,7 @@ type Response struct {
 }
 
 // JSON decodes the body into v, failing the test when it is not JSON.
-func (r Response) JSON(t *testing.T, v any) {
+func (r Response) JSON(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(r.Body, v); err != nil {
 		t.Fatalf("decode %d body %q: %v", r.Status, r.Body, err)
@@ -136,7 +142,7 @@ func (c *Client) Do(method, path string, body any, admin bool, header map[string
 }
 
 // Must is Do that fails the test on a transport error.
-func (c *Client) Must(t *testing.T, method, path string, body any, admin bool, header map[string]string) Response {
+func (c *Client) Must(t testing.TB, method, path string, body any, admin bool, header map[string]string) Response {
 	t.Helper()
 	r, err := c.Do(method, path, body, admin, header)
 	if err != nil {
@@ -156,7 +162,7 @@ type Item struct {
 }
 
 // CreateItem creates an item through the admin API.
-func (c *Client) CreateItem(t *testing.T, stock int64, strategy string) Item {
+func (c *Client) CreateItem(t testing.TB, stock int64, strategy string) Item {
 	t.Helper()
 	r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": "test item", "stock": stock, "strategy": strategy}, true, nil)
 	if r.Status != http.StatusCreated {
@@ -168,7 +174,7 @@ func (c *Client) CreateItem(t *testing.T, stock int64, strategy string) Item {
 }
 
 // AdminItem reads an item through the admin API.
-func (c *Client) AdminItem(t *testing.T, id int64) Item {
+func (c *Client) AdminItem(t testing.TB, id int64) Item {
 	t.Helper()
 	r := c.Must(t, "GET", "/api/v1/admin/items/"+itoa(id), nil, true, nil)
 	if r.Status != http.StatusOK {

@@ -1,0 +1,26 @@
+# Developer entry points. CI runs .ci/run, which does lint, test and fuzz.
+.PHONY: run test lint bench loadtest fuzz
+
+run:
+	go run ./cmd/seckill
+
+# The README's test command.
+test:
+	go test -race -count=1 -p 1 ./...
+
+lint:
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
+	go vet ./...
+	go tool -modfile=tools/go.mod staticcheck ./...
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./internal/...
+
+# Needs a running service (make run) and the harness in loadtest/.
+loadtest:
+	@if [ -d loadtest ]; then go run ./loadtest $(ARGS); else echo "no loadtest/ harness in this tree"; exit 1; fi
+
+FUZZTIME ?= 30s
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzOrder$$' -fuzztime $(FUZZTIME) ./internal/app
+	go test -run '^$$' -fuzz '^FuzzAdmin$$' -fuzztime $(FUZZTIME) ./internal/app

@@ -1,0 +1,52 @@
+package metrics_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/metrics"
+)
+
+// TestLabelsAreBounded: odd methods and statuses fold into bounded label
+// values, and lock events never carry their key.
+func TestLabelsAreBounded(t *testing.T) {
+	m := metrics.New(func(error) string { return "sold_out" })
+	m.Request("/x/:id", "BREW", 418, time.Millisecond)
+	m.Request("", "GET", 404, time.Millisecond)
+	m.Order("lua", errors.New("x"))
+	obs := m.LockObserver()
+	obs.Obtained(lock.ObtainEvent{Key: "seckill:{item:4242}:lock", Latency: time.Millisecond})
+	obs.LeaseLost(lock.LeaseEvent{Key: "seckill:{item:4242}:lock"})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`seckill_http_requests_total{method="other",route="/x/:id",status="418"} 1`,
+		`seckill_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`seckill_orders_total{code="sold_out",strategy="lua"} 1`,
+		`seckill_lock_obtain_seconds_count{outcome="obtained"} 1`,
+		`seckill_lock_leases_lost_total 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(body, "BREW") || strings.Contains(body, "4242") {
+		t.Errorf("a label carries a client method or a lock key:\n%s", body)
+	}
+}
+
+func TestNilMetricsRecordNothing(t *testing.T) {
+	var m *metrics.Metrics
+	m.Request("/", "GET", 200, time.Millisecond)
+	m.Order("lua", nil)
+	m.RateLimited("user")
+	if m.LockObserver() != nil {
+		t.Errorf("nil Metrics: got a lock observer, want nil")
+	}
+}
