@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	_ "github.com/glebarez/go-sqlite"  // driver "sqlite" (pure Go)
+	_ "github.com/glebarez/sqlite"     // registers database/sql driver "sqlite" (pure Go); already a module dependency
 	_ "github.com/go-sql-driver/mysql" // driver "mysql"
 )
 
