@@ -1,0 +1,104 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `seckill: a flash-sale inventory service.
+
+Usage:
+  seckill [serve] [flags]   serve the HTTP API (default)
+  seckill migrate [flags]   apply database migrations and exit
+
+Every flag can also be set by the environment variable named in its help.
+With nothing set, seckill runs on an embedded Redis and an SQLite file.
+
+Flags:
+`
+
+// Main runs the command line and returns the exit code.
+func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate") {
+		cmd, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("seckill", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	cfg, err := ParseConfig(fs, args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "seckill: configuration:\n%v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	switch cmd {
+	case "migrate":
+		return runMigrate(ctx, cfg, stdout, stderr)
+	default:
+		return runServe(ctx, cfg, log, stdout, stderr)
+	}
+}
+
+func runServe(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr io.Writer) int {
+	a, err := New(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "seckill: %v\n", err)
+		return 1
+	}
+	defer a.Close()
+	l, err := net.Listen("tcp", a.addr())
+	if err != nil {
+		fmt.Fprintf(stderr, "seckill: listen: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "seckill listening on %s\n", l.Addr())
+	for _, b := range a.Backends() {
+		fmt.Fprintf(stdout, "  backend: %s\n", b)
+	}
+	fmt.Fprintf(stdout, "  default strategy: %s\n", a.service.DefaultStrategy())
+	if cfg.AdminToken == "" {
+		fmt.Fprintf(stdout, "  admin token (generated for this run): %s\n", a.AdminToken())
+	} else {
+		fmt.Fprintln(stdout, "  admin token: from SECKILL_ADMIN_TOKEN")
+	}
+	if err := a.Serve(ctx, l); err != nil {
+		fmt.Fprintf(stderr, "seckill: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "seckill stopped")
+	return 0
+}
+
+func runMigrate(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
+	if cfg.SQLitePath == "" {
+		cfg.SQLitePath = "seckill.db"
+	}
+	db, desc, applied, err := openDB(ctx, cfg.MySQLDSN, cfg.SQLitePath)
+	if err != nil {
+		fmt.Fprintf(stderr, "seckill migrate: %v\n", err)
+		return 1
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	if len(applied) == 0 {
+		fmt.Fprintf(stdout, "%s: schema already up to date\n", desc)
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s: applied migrations %v\n", desc, applied)
+	return 0
+}

@@ -1,0 +1,26 @@
+package stock
+
+import (
+	"fmt"
+	"strings"
+)
+
+// keyspace names the Redis keys of the service. Every key of one item shares
+// the hash tag {item:ID}, so an item's scripts run on one Redis Cluster slot.
+type keyspace struct{ prefix string }
+
+func newKeyspace(prefix string) (keyspace, error) {
+	if prefix == "" {
+		prefix = "seckill"
+	}
+	if strings.ContainsAny(prefix, "{} ") {
+		return keyspace{}, fmt.Errorf("key prefix %q must not contain braces or spaces: %w", prefix, ErrInvalid)
+	}
+	return keyspace{prefix: prefix}, nil
+}
+
+func (k keyspace) item(id int64) string             { return fmt.Sprintf("%s:{item:%d}", k.prefix, id) }
+func (k keyspace) meta(id int64) string             { return k.item(id) + ":meta" }
+func (k keyspace) buyers(id int64) string           { return k.item(id) + ":buyers" }
+func (k keyspace) lock(id int64) string             { return k.item(id) + ":lock" }
+func (k keyspace) idem(id int64, key string) string { return k.item(id) + ":idem:" + key }

@@ -1,0 +1,179 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/reserve.lua
+	reserveSrc string
+	//go:embed lua/handback.lua
+	handbackSrc string
+	//go:embed lua/seed.lua
+	seedSrc string
+	//go:embed lua/setstock.lua
+	setStockSrc string
+
+	reserveScript  = redis.NewScript(reserveSrc)
+	handbackScript = redis.NewScript(handbackSrc)
+	seedScript     = redis.NewScript(seedSrc)
+	setStockScript = redis.NewScript(setStockSrc)
+)
+
+// LuaGate is the "lua" strategy. One script checks the sale window, the
+// buyer, and what is left, then reserves a unit; only then is the order
+// written to the database, whose conditional UPDATE has the last word. A
+// reservation whose write fails is handed back.
+type LuaGate struct {
+	store *Store
+	rdb   redis.Scripter
+	keys  keyspace
+	log   *slog.Logger
+
+	// Hand-backs that failed (Redis down) are retried in the background by
+	// goroutines that Close stops and waits for.
+	retries sync.WaitGroup
+	closing chan struct{}
+	once    sync.Once
+}
+
+var _ Strategy = (*LuaGate)(nil)
+
+func newLuaGate(store *Store, rdb redis.Scripter, keys keyspace, log *slog.Logger) *LuaGate {
+	return &LuaGate{store: store, rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
+}
+
+// Buy reserves a unit in Redis, then writes the order.
+func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string) (*Order, error) {
+	if err := g.reserve(ctx, it, req.UserID, orderID); err != nil {
+		return nil, err
+	}
+	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
+	err := g.store.InsertOrder(ctx, o, req.IdempotencyKey, 0)
+	if err == nil {
+		return o, nil
+	}
+	g.handBack(it.ID, req.UserID, orderID, errors.Is(err, ErrSoldOut))
+	return nil, err
+}
+
+func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string) error {
+	for attempt := 0; ; attempt++ {
+		res, err := reserveScript.Run(ctx, g.rdb, []string{g.keys.meta(it.ID), g.keys.buyers(it.ID)},
+			userID, orderID, time.Now().UnixMilli()).StringSlice()
+		if err != nil {
+			return redisError("reserve", err)
+		}
+		if len(res) != 2 {
+			return fmt.Errorf("redis: reserve: unexpected reply %q", res)
+		}
+		switch res[0] {
+		case "ok":
+			return nil
+		case "dup":
+			return ErrAlreadyPurchased
+		case "sold_out":
+			return ErrSoldOut
+		case "not_started":
+			return ErrSaleNotStarted
+		case "ended":
+			return ErrSaleEnded
+		case "missing":
+			if attempt > 0 {
+				return fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, ErrUnavailable)
+			}
+			if err := g.seed(ctx, it.ID); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("redis: reserve: unexpected status %q", res[0])
+		}
+	}
+}
+
+// seed creates the item's gate from the database if it is missing: at
+// creation, and after Redis lost its data. Units whose orders were in flight
+// while Redis was emptied are counted once they commit; until then the
+// database's conditional UPDATE refuses any excess.
+func (g *LuaGate) seed(ctx context.Context, id int64) error {
+	it, err := g.store.Item(ctx, id)
+	if err != nil {
+		return err
+	}
+	created, err := seedScript.Run(ctx, g.rdb, []string{g.keys.meta(id)},
+		it.Stock, it.Sold, unixMilli(it.StartsAt), unixMilli(it.EndsAt)).Int()
+	if err != nil {
+		return redisError("seed", err)
+	}
+	if created == 1 {
+		g.log.Info("gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold)
+	}
+	return nil
+}
+
+// setStock sets the gate's stock; absent gates stay absent (rebuilt on demand).
+func (g *LuaGate) setStock(ctx context.Context, id, stock int64) error {
+	if err := setStockScript.Run(ctx, g.rdb, []string{g.keys.meta(id)}, stock).Err(); err != nil {
+		return redisError("set stock", err)
+	}
+	return nil
+}
+
+// handBack returns a reservation whose write failed. It must not depend on
+// the request's context, which may be what failed; when Redis is down too it
+// keeps trying in the background for a while.
+func (g *LuaGate) handBack(itemID int64, userID, orderID string, soldOut bool) {
+	flag := "0"
+	if soldOut {
+		flag = "1"
+	}
+	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID)}
+	try := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return handbackScript.Run(ctx, g.rdb, keys, userID, orderID, flag).Err()
+	}
+	if err := try(); err == nil {
+		return
+	}
+	g.retries.Add(1)
+	go func() {
+		defer g.retries.Done()
+		delay := 100 * time.Millisecond
+		for i := 0; i < 20; i++ {
+			select {
+			case <-g.closing:
+				g.log.Warn("hand-back abandoned at shutdown", "item", itemID, "user", userID, "order", orderID)
+				return
+			case <-time.After(delay):
+			}
+			if err := try(); err == nil {
+				return
+			} else if i == 19 {
+				g.log.Error("hand-back failed; the unit stays reserved until reconciled", "item", itemID, "user", userID, "order", orderID, "err", err)
+			}
+			delay = min(2*delay, 5*time.Second)
+		}
+	}()
+}
+
+// Close stops hand-back retries and waits for them.
+func (g *LuaGate) Close() {
+	g.once.Do(func() { close(g.closing) })
+	g.retries.Wait()
+}
+
+func unixMilli(t *time.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	return t.UnixMilli()
+}

@@ -1,0 +1,314 @@
+package stock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Strategy sells one unit of an item to one user. Each strategy must be
+// correct under any concurrency; the database write is the last word.
+type Strategy interface {
+	Buy(ctx context.Context, it *Item, req OrderRequest, orderID string) (*Order, error)
+}
+
+// Config tunes a Service. Zero values mean the documented defaults.
+type Config struct {
+	// DefaultStrategy is used for items created without one. Default "lua".
+	DefaultStrategy string
+	// KeyPrefix starts every Redis key. Default "seckill".
+	KeyPrefix string
+	// LockTTL is the lease of the per-item lock. Default 5s.
+	LockTTL time.Duration
+	// LockWait bounds how long an order waits for the item's lock. Default 3s.
+	LockWait time.Duration
+	// IdempotencyTTL is how long an Idempotency-Key stays bound to its user. Default 24h.
+	IdempotencyTTL time.Duration
+	// ReplayWait bounds how long a replay waits for its original, still in
+	// flight, to commit. Default 2s.
+	ReplayWait time.Duration
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() {
+	if c.DefaultStrategy == "" {
+		c.DefaultStrategy = StrategyLua
+	}
+	if c.LockTTL == 0 {
+		c.LockTTL = 5 * time.Second
+	}
+	if c.LockWait == 0 {
+		c.LockWait = 3 * time.Second
+	}
+	if c.IdempotencyTTL == 0 {
+		c.IdempotencyTTL = 24 * time.Hour
+	}
+	if c.ReplayWait == 0 {
+		c.ReplayWait = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Service is the domain API the HTTP layer uses.
+type Service struct {
+	cfg        Config
+	store      *Store
+	rdb        redis.UniversalClient
+	keys       keyspace
+	gate       *LuaGate
+	locked     *LockStrategy
+	strategies map[string]Strategy
+
+	// items caches the fields of an item that never change after creation
+	// (strategy, sale window), so an order costs no database read to route.
+	items sync.Map // int64 -> *Item
+}
+
+//go:embed lua/claim.lua
+var claimSrc string
+
+var claimScript = redis.NewScript(claimSrc)
+
+// NewService wires the strategies over one store and one Redis.
+func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, error) {
+	cfg.withDefaults()
+	if !knownStrategy(cfg.DefaultStrategy) {
+		return nil, fmt.Errorf("unknown default strategy %q (want lua or lock): %w", cfg.DefaultStrategy, ErrInvalid)
+	}
+	keys, err := newKeyspace(cfg.KeyPrefix)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys}
+	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
+	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait)
+	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
+	return s, nil
+}
+
+func knownStrategy(name string) bool { return name == StrategyLua || name == StrategyLock }
+
+// Close waits for background work (hand-back retries) to stop.
+func (s *Service) Close() { s.gate.Close() }
+
+// DefaultStrategy is the strategy of items created without one.
+func (s *Service) DefaultStrategy() string { return s.cfg.DefaultStrategy }
+
+// CreateItem validates and stores a new item, then seeds its Redis gate.
+func (s *Service) CreateItem(ctx context.Context, in NewItem) (*Item, error) {
+	if in.Strategy == "" {
+		in.Strategy = s.cfg.DefaultStrategy
+	}
+	if err := validateNewItem(in); err != nil {
+		return nil, err
+	}
+	it := &Item{Name: in.Name, PriceCents: in.PriceCents, Stock: in.Stock, Strategy: in.Strategy,
+		StartsAt: in.StartsAt, EndsAt: in.EndsAt}
+	if err := s.store.CreateItem(ctx, it); err != nil {
+		return nil, err
+	}
+	// The item is in the database, which is what counts; a gate that could
+	// not be seeded now is rebuilt by the first order.
+	if err := s.gate.seed(ctx, it.ID); err != nil {
+		s.cfg.Logger.Warn("gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
+	}
+	return it, nil
+}
+
+func validateNewItem(in NewItem) error {
+	switch {
+	case len(in.Name) == 0 || len(in.Name) > MaxNameLen:
+		return Invalidf("name must be 1 to %d bytes", MaxNameLen)
+	case in.Stock < 0 || in.Stock > MaxStock:
+		return Invalidf("stock must be between 0 and %d", MaxStock)
+	case in.PriceCents < 0 || in.PriceCents > MaxPriceCents:
+		return Invalidf("price_cents must be between 0 and %d", MaxPriceCents)
+	case !knownStrategy(in.Strategy):
+		return Invalidf("strategy must be %q or %q", StrategyLua, StrategyLock)
+	case in.StartsAt != nil && in.EndsAt != nil && !in.EndsAt.After(*in.StartsAt):
+		return Invalidf("ends_at must be after starts_at")
+	}
+	return nil
+}
+
+// Item reads an item as the database has it now.
+func (s *Service) Item(ctx context.Context, id int64) (*Item, error) {
+	return s.store.Item(ctx, id)
+}
+
+// SetStock changes an item's stock. Lowering tightens the Redis gate before
+// the database commits, raising loosens it after, so Redis never admits more
+// than the database holds. n below what is sold is refused.
+func (s *Service) SetStock(ctx context.Context, id, n int64) (*Item, error) {
+	if n < 0 || n > MaxStock {
+		return nil, Invalidf("stock must be between 0 and %d", MaxStock)
+	}
+	tightened := false
+	old, updated, err := s.store.SetStock(ctx, id, n, func(old *Item) error {
+		if n >= old.Stock {
+			return nil
+		}
+		tightened = true
+		return s.gate.setStock(ctx, id, n)
+	})
+	if err != nil {
+		if tightened {
+			// The database kept the old stock; give it back to the gate.
+			if rerr := s.gate.setStock(context.WithoutCancel(ctx), id, old.Stock); rerr != nil {
+				s.cfg.Logger.Warn("gate stock not restored after a failed change; it admits less until repaired", "item", id, "err", rerr)
+			}
+		}
+		return nil, err
+	}
+	if n >= old.Stock {
+		if err := s.gate.setStock(ctx, id, n); err != nil {
+			return nil, fmt.Errorf("stock saved in the database but the Redis gate still has %d; repeat the request: %w", old.Stock, err)
+		}
+	}
+	s.locked.stockChanged(id)
+	return updated, nil
+}
+
+var orderIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// Order reads one order.
+func (s *Service) Order(ctx context.Context, id string) (*Order, error) {
+	if !orderIDPattern.MatchString(id) {
+		return nil, Invalidf("order id must be a lowercase UUID")
+	}
+	return s.store.Order(ctx, id)
+}
+
+// PlaceOrder sells one unit to one user through the item's strategy. With an
+// idempotency key, a repeat of an earlier request returns the earlier order
+// and replayed=true; the key bound to another user gives ErrIdempotencyConflict.
+func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, replayed bool, err error) {
+	if err := ValidateOrderRequest(req); err != nil {
+		return nil, false, err
+	}
+	it, err := s.routing(ctx, req.ItemID)
+	if err != nil {
+		return nil, false, err
+	}
+	if req.IdempotencyKey != "" {
+		if err := s.claim(ctx, req); err != nil {
+			return nil, false, err
+		}
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, false, fmt.Errorf("order id: %w", err)
+	}
+	o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String())
+	if err == nil {
+		return o, false, nil
+	}
+	if req.IdempotencyKey != "" && errors.Is(err, ErrAlreadyPurchased) {
+		if prev := s.replay(ctx, req); prev != nil {
+			return prev, true, nil
+		}
+	}
+	return nil, false, err
+}
+
+// routing returns the immutable fields of an item, from cache when it can.
+func (s *Service) routing(ctx context.Context, id int64) (*Item, error) {
+	if v, ok := s.items.Load(id); ok {
+		return v.(*Item), nil
+	}
+	it, err := s.store.Item(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.items.Store(id, it)
+	return it, nil
+}
+
+func (s *Service) claim(ctx context.Context, req OrderRequest) error {
+	owner, err := claimScript.Run(ctx, s.rdb, []string{s.keys.idem(req.ItemID, req.IdempotencyKey)},
+		req.UserID, int64(s.cfg.IdempotencyTTL/time.Second)).Text()
+	if err != nil {
+		return redisError("claim idempotency key", err)
+	}
+	if owner != req.UserID {
+		return ErrIdempotencyConflict
+	}
+	return nil
+}
+
+// replay finds the order an earlier request with the same key placed. The
+// earlier request may still be writing it, so it waits a little.
+func (s *Service) replay(ctx context.Context, req OrderRequest) *Order {
+	deadline := time.Now().Add(s.cfg.ReplayWait)
+	for {
+		o, key, err := s.store.OrderOf(ctx, req.ItemID, req.UserID)
+		if err == nil {
+			if key == req.IdempotencyKey {
+				return o
+			}
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Ready reports whether Redis and the database both answer.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return redisError("ping", err)
+	}
+	return s.store.Ping(ctx)
+}
+
+var userIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:@-]{1,64}$`)
+
+// ValidateOrderRequest checks an order attempt's fields.
+func ValidateOrderRequest(req OrderRequest) error {
+	switch {
+	case req.ItemID <= 0:
+		return Invalidf("item id must be a positive integer")
+	case !userIDPattern.MatchString(req.UserID):
+		return Invalidf("user_id must be 1 to %d characters of A-Z a-z 0-9 . _ : @ -", MaxUserIDLen)
+	case len(req.IdempotencyKey) > MaxIdemKeyLen || !printableASCII(req.IdempotencyKey):
+		return Invalidf("Idempotency-Key must be at most %d printable ASCII characters", MaxIdemKeyLen)
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// invalidError carries a message for the client and matches ErrInvalid.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string        { return e.msg }
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Invalidf reports bad input with a message fit for the client.
+func Invalidf(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
+}

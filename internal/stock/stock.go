@@ -1,0 +1,101 @@
+// Package stock is the flash-sale domain: items, orders, the errors callers
+// branch on, and the strategies that sell units without overselling.
+//
+// MySQL (or SQLite in the embedded default) is the source of truth: every
+// sale ends in a conditional UPDATE that cannot take sold above stock, plus a
+// UNIQUE(item_id, user_id) key. Redis is the fast gate in front of it.
+package stock
+
+import (
+	"errors"
+	"time"
+)
+
+// Strategy names as stored on items and accepted by the API.
+const (
+	StrategyLua  = "lua"
+	StrategyLock = "lock"
+)
+
+// Order statuses.
+const (
+	StatusCreated = "created"
+)
+
+// Item is a unit of stock on sale.
+type Item struct {
+	ID         int64
+	Name       string
+	PriceCents int64
+	Stock      int64
+	Sold       int64
+	Strategy   string
+	StartsAt   *time.Time
+	EndsAt     *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Remaining is what is left to sell according to the database.
+func (it *Item) Remaining() int64 { return it.Stock - it.Sold }
+
+// window reports why the sale is closed at now, or nil when it is open.
+func (it *Item) window(now time.Time) error {
+	if it.StartsAt != nil && now.Before(*it.StartsAt) {
+		return ErrSaleNotStarted
+	}
+	if it.EndsAt != nil && !now.Before(*it.EndsAt) {
+		return ErrSaleEnded
+	}
+	return nil
+}
+
+// Order is one unit sold to one user.
+type Order struct {
+	ID        string
+	ItemID    int64
+	UserID    string
+	Status    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// NewItem is what an admin supplies to create an item.
+type NewItem struct {
+	Name       string
+	Stock      int64
+	PriceCents int64
+	Strategy   string // empty: the service default
+	StartsAt   *time.Time
+	EndsAt     *time.Time
+}
+
+// OrderRequest is one attempt to buy one unit.
+type OrderRequest struct {
+	ItemID         int64
+	UserID         string
+	IdempotencyKey string // optional
+}
+
+// Limits on input, shared by the handler's validation and the domain.
+const (
+	MaxStock      = 100_000_000
+	MaxPriceCents = 1_000_000_000_000
+	MaxNameLen    = 200
+	MaxUserIDLen  = 64
+	MaxIdemKeyLen = 128
+)
+
+// Sentinel errors. Infrastructure failures are wrapped into ErrUnavailable;
+// callers test them with errors.Is.
+var (
+	ErrNotFound            = errors.New("not found")
+	ErrInvalid             = errors.New("invalid input")
+	ErrSoldOut             = errors.New("sold out")
+	ErrAlreadyPurchased    = errors.New("already purchased")
+	ErrSaleNotStarted      = errors.New("sale not started")
+	ErrSaleEnded           = errors.New("sale ended")
+	ErrStockBelowSold      = errors.New("stock below sold")
+	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+	ErrUnavailable         = errors.New("backend unavailable")
+)

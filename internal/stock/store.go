@@ -1,0 +1,288 @@
+package stock
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// Store is the source of truth: items and orders in MySQL or SQLite.
+type Store struct {
+	db *gorm.DB
+}
+
+// NewStore wraps an open gorm handle whose schema is migrated.
+func NewStore(db *gorm.DB) *Store { return &Store{db: db} }
+
+type itemRow struct {
+	ID         int64 `gorm:"primaryKey"`
+	Name       string
+	PriceCents int64
+	Stock      int64
+	Sold       int64
+	Strategy   string
+	LockFence  int64
+	StartsAt   *time.Time
+	EndsAt     *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+func (itemRow) TableName() string { return "items" }
+
+func (r *itemRow) item() *Item {
+	return &Item{
+		ID: r.ID, Name: r.Name, PriceCents: r.PriceCents, Stock: r.Stock, Sold: r.Sold,
+		Strategy: r.Strategy, StartsAt: utcPtr(r.StartsAt), EndsAt: utcPtr(r.EndsAt),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+}
+
+type orderRow struct {
+	ID             string `gorm:"primaryKey"`
+	ItemID         int64
+	UserID         string
+	Status         string
+	IdempotencyKey *string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+func (orderRow) TableName() string { return "orders" }
+
+func (r *orderRow) order() *Order {
+	return &Order{ID: r.ID, ItemID: r.ItemID, UserID: r.UserID, Status: r.Status,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+}
+
+// dbNow is the current time at the precision DATETIME(6) keeps, so what a
+// 201 answer says equals what a later read returns.
+func dbNow() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// CreateItem inserts it and fills in its id and timestamps.
+func (s *Store) CreateItem(ctx context.Context, it *Item) error {
+	now := dbNow()
+	row := itemRow{Name: it.Name, PriceCents: it.PriceCents, Stock: it.Stock, Strategy: it.Strategy,
+		StartsAt: utcPtr(it.StartsAt), EndsAt: utcPtr(it.EndsAt), CreatedAt: now, UpdatedAt: now}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return dbError("create item", err)
+	}
+	*it = *row.item()
+	return nil
+}
+
+// Item reads one item; ErrNotFound when there is none.
+func (s *Store) Item(ctx context.Context, id int64) (*Item, error) {
+	var row itemRow
+	err := s.db.WithContext(ctx).Take(&row, id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("item %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, dbError("read item", err)
+	}
+	return row.item(), nil
+}
+
+// SetStock changes an item's stock to n inside one transaction. before runs
+// with the row locked and the old item in hand, before the write; after runs
+// once the change is committed. Either may be nil. It refuses n below sold.
+func (s *Store) SetStock(ctx context.Context, id, n int64, before func(old *Item) error) (old, updated *Item, err error) {
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var row itemRow
+		err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&row, id).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return fmt.Errorf("item %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return dbError("lock item", err)
+		}
+		old = row.item()
+		if n < row.Sold {
+			return fmt.Errorf("stock %d is below the %d already sold: %w", n, row.Sold, ErrStockBelowSold)
+		}
+		if before != nil {
+			if err := before(old); err != nil {
+				return err
+			}
+		}
+		now := dbNow()
+		res := tx.Exec("UPDATE items SET stock = ?, updated_at = ? WHERE id = ? AND sold <= ?", n, now, id, n)
+		if res.Error != nil {
+			return dbError("update stock", res.Error)
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("stock %d is below sold: %w", n, ErrStockBelowSold)
+		}
+		row.Stock, row.UpdatedAt = n, now
+		updated = row.item()
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return old, updated, nil
+}
+
+// errFenceStale means a lock holder's fencing token is older than the last
+// one that wrote the item: its lock expired and somebody else took it.
+var errFenceStale = errors.New("lock lost: a newer fencing token has written this item")
+
+// InsertOrder writes o and takes one unit of its item in one transaction.
+// The UPDATE's WHERE clause is what makes oversell impossible; rows affected
+// is checked. fence, when positive, must be newer than the item's last fence.
+// The order row goes first so the hot items row is locked for as short a
+// time as possible.
+func (s *Store) InsertOrder(ctx context.Context, o *Order, idemKey string, fence int64) error {
+	now := dbNow()
+	var key *string
+	if idemKey != "" {
+		key = &idemKey
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := tx.Exec("INSERT INTO orders (id, item_id, user_id, status, idempotency_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+			o.ID, o.ItemID, o.UserID, StatusCreated, key, now, now).Error
+		if err != nil {
+			return insertError(err)
+		}
+		var res *gorm.DB
+		if fence > 0 {
+			res = tx.Exec("UPDATE items SET sold = sold + 1, lock_fence = ?, updated_at = ? WHERE id = ? AND sold < stock AND lock_fence < ?",
+				fence, now, o.ItemID, fence)
+		} else {
+			res = tx.Exec("UPDATE items SET sold = sold + 1, updated_at = ? WHERE id = ? AND sold < stock", now, o.ItemID)
+		}
+		if res.Error != nil {
+			return dbError("take unit", res.Error)
+		}
+		if res.RowsAffected == 1 {
+			return nil
+		}
+		var row itemRow
+		if err := tx.Select("sold", "stock", "lock_fence").Take(&row, o.ItemID).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return fmt.Errorf("item %d: %w", o.ItemID, ErrNotFound)
+			}
+			return dbError("read item", err)
+		}
+		if row.Sold >= row.Stock {
+			return ErrSoldOut
+		}
+		if fence > 0 && row.LockFence >= fence {
+			return fmt.Errorf("fence %d, item has %d: %w: %w", fence, row.LockFence, errFenceStale, ErrUnavailable)
+		}
+		return fmt.Errorf("item %d: unexpected zero rows updated", o.ItemID)
+	})
+	if err != nil {
+		return err
+	}
+	o.Status, o.CreatedAt, o.UpdatedAt = StatusCreated, now, now
+	return nil
+}
+
+// Order reads one order by id.
+func (s *Store) Order(ctx context.Context, id string) (*Order, error) {
+	var row orderRow
+	err := s.db.WithContext(ctx).Take(&row, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("order %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, dbError("read order", err)
+	}
+	return row.order(), nil
+}
+
+// OrderOf reads the order a user holds for an item, with the idempotency key
+// it was placed with.
+func (s *Store) OrderOf(ctx context.Context, itemID int64, userID string) (*Order, string, error) {
+	var row orderRow
+	err := s.db.WithContext(ctx).Take(&row, "item_id = ? AND user_id = ?", itemID, userID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, "", fmt.Errorf("order of %s for item %d: %w", userID, itemID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, "", dbError("read order", err)
+	}
+	key := ""
+	if row.IdempotencyKey != nil {
+		key = *row.IdempotencyKey
+	}
+	return row.order(), key, nil
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return dbError("ping", err)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return dbError("ping", err)
+	}
+	return nil
+}
+
+// insertError turns a unique-key violation into the domain error it means.
+func insertError(err error) error {
+	msg := err.Error()
+	var me *mysql.MySQLError
+	dup := (errors.As(err, &me) && me.Number == 1062) || strings.Contains(msg, "UNIQUE constraint failed")
+	if !dup {
+		return dbError("insert order", err)
+	}
+	switch {
+	case strings.Contains(msg, "orders_item_idem") || strings.Contains(msg, "orders.idempotency_key"):
+		return ErrIdempotencyConflict
+	case strings.Contains(msg, "orders_item_user") || strings.Contains(msg, "orders.user_id"):
+		return ErrAlreadyPurchased
+	}
+	return dbError("insert order", err)
+}
+
+// dbError wraps err, and marks it ErrUnavailable when it says the database
+// could not be reached or did not answer in time, rather than that the
+// request was wrong.
+func dbError(op string, err error) error {
+	if isOutage(err) {
+		return fmt.Errorf("database: %s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("database: %s: %w", op, err)
+}
+
+func isOutage(err error) bool {
+	var ne net.Error
+	var me *mysql.MySQLError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
+		errors.Is(err, sql.ErrConnDone), errors.As(err, &ne):
+		return true
+	case errors.As(err, &me):
+		switch me.Number {
+		case 1040, 1053, 1205, 1213, 1927, 2002, 2003, 2006, 2013:
+			return true
+		}
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "database is locked") ||
+		strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "i/o timeout")
+}
