@@ -110,7 +110,7 @@ func newStrategyReport(label string, item Item, cfg Config, recs []Record, plann
 	var first, last time.Time
 	byOutcome := map[string][]time.Duration{}
 	var all []time.Duration
-	var lastAck time.Time
+	firstAck := map[string]time.Time{} // order id -> when it was first acknowledged
 	for i := range recs {
 		r := &recs[i]
 		if r.ReplayOf >= 0 {
@@ -131,8 +131,10 @@ func newStrategyReport(label string, item Item, cfg Config, recs []Record, plann
 		if r.End.After(last) {
 			last = r.End
 		}
-		if acked(r.Outcome) && r.End.After(lastAck) {
-			lastAck = r.End
+		if acked(r.Outcome) {
+			if t, ok := firstAck[r.OrderID]; !ok || r.End.Before(t) {
+				firstAck[r.OrderID] = r.End
+			}
 		}
 		if r.Outcome == OutcomeSoldOut {
 			if at := r.End.Sub(start); sr.SellOutAt < 0 || at < sr.SellOutAt {
@@ -149,18 +151,21 @@ func newStrategyReport(label string, item Item, cfg Config, recs []Record, plann
 		if sr.Duration > 0 {
 			sr.AttemptsPerSec = float64(len(recs)) / sr.Duration.Seconds()
 		}
+		// Orders per second up to the sell-out: distinct orders over the
+		// time until the last new order was acknowledged (replays of an
+		// old order later on do not stretch the window).
 		ackWindow := sr.Duration
-		if sr.SellOutAt >= 0 && !lastAck.IsZero() {
-			ackWindow = lastAck.Sub(first)
-		}
-		if ackWindow > 0 {
-			n := map[string]bool{}
-			for i := range recs {
-				if acked(recs[i].Outcome) {
-					n[recs[i].OrderID] = true
+		if sr.SellOutAt >= 0 && len(firstAck) > 0 {
+			var lastNew time.Time
+			for _, t := range firstAck {
+				if t.After(lastNew) {
+					lastNew = t
 				}
 			}
-			sr.SuccessPerSec = float64(len(n)) / ackWindow.Seconds()
+			ackWindow = lastNew.Sub(first)
+		}
+		if ackWindow > 0 {
+			sr.SuccessPerSec = float64(len(firstAck)) / ackWindow.Seconds()
 		}
 	}
 	sr.Timeline, sr.BucketWidth = timeline(recs, start, end)
