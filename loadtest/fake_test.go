@@ -28,6 +28,9 @@ type fakeBugs struct {
 	asyncLoseNth  int  // with async: the n-th accepted order is never persisted
 	soldDriftBy   int  // the sold counter reported by the admin API is off by this much
 	remainingLies bool // remaining reported as stock (not stock - sold)
+	// Not defects: conditions a correct service can show.
+	dropNth    int           // the n-th successful order is stored, then the connection is cut (no answer)
+	orderDelay time.Duration // every order attempt takes this long
 }
 
 type fakeOrder struct {
@@ -176,10 +179,19 @@ func (f *fakeService) placeOrder(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if f.bugs.orderDelay > 0 {
+		time.Sleep(f.bugs.orderDelay)
+	}
 	status, body := f.decide(it, req.UserID)
 	b, _ := json.Marshal(body)
 	if key != "" {
 		f.idem[ik] = idemEntry{user: req.UserID, status: status, body: b}
+	}
+	if status == 201 && f.bugs.dropNth == it.okSeq {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close() // the order exists, the client never hears of it
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -228,6 +228,37 @@ func TestCounterDriftFails(t *testing.T) {
 	wantVerdict(t, rep, "1", "FAIL")
 }
 
+// A request whose answer is lost (connection cut after the order was stored)
+// is an unknown outcome: the client must see it (no hidden transport retry),
+// its order is excused in 3b unless a replay recovers it, and the verdict
+// stays PASS.
+func TestUnknownOutcomeIsExcused(t *testing.T) {
+	rep := runFake(t, fakeBugs{dropNth: 3}, true, nil)
+	wantAllPass(t, rep)
+	for _, s := range rep.Strategies {
+		if s.Outcomes["transport_error"] == 0 {
+			t.Errorf("strategy %s: the cut connection was not seen: %v", s.Strategy, s.Outcomes)
+		}
+	}
+	wantAllPass(t, runFake(t, fakeBugs{dropNth: 3}, false, nil), "3b")
+}
+
+// The time cap stops new sends; what was sent is still verified.
+func TestTimeCapStopsLoad(t *testing.T) {
+	rep := runFake(t, fakeBugs{orderDelay: 5 * time.Millisecond}, true, func(c *harness.Config) {
+		c.Concurrency = 2
+		c.MaxDuration = 300 * time.Millisecond
+		c.Users = 600
+		c.Stock = 500
+	})
+	wantAllPass(t, rep)
+	for _, s := range rep.Strategies {
+		if s.Attempts == 0 || s.Attempts >= s.Planned {
+			t.Errorf("strategy %s: %d of %d attempts sent under a 300ms cap", s.Strategy, s.Attempts, s.Planned)
+		}
+	}
+}
+
 // The command wires flags to the harness, writes its files and exits 1 on FAIL.
 func TestCommandExitCodesAndFiles(t *testing.T) {
 	dir := t.TempDir()

@@ -65,18 +65,25 @@ func (c *client) close() { c.http.CloseIdleConnections() }
 // do sends one request and returns the status, the body and a transport error.
 func (c *client) do(ctx context.Context, method, path string, body any, hdr map[string]string) (int, []byte, error) {
 	var rd io.Reader
+	var n int64
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return 0, nil, err
 		}
-		rd = bytes.NewReader(b)
+		// Hide the concrete reader type so http.NewRequest sets no GetBody:
+		// net/http's Transport silently resends a request that carries an
+		// Idempotency-Key when a reused connection fails, which would send
+		// requests the history never sees and turn unknown outcomes into
+		// answers. Every request here is sent exactly once.
+		rd, n = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
 	if body != nil {
+		req.ContentLength = n
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range hdr {
