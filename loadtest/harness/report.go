@@ -215,8 +215,11 @@ func (rep *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "\n== strategy %s (item %d, stock %d) ==\n", s.Strategy, s.ItemID, s.Stock)
 		fmt.Fprintf(w, "attempts %d of %d planned (%d replays), distinct users %d, in %.2fs\n", s.Attempts, s.Planned, s.Replays, s.DistinctUsers, s.Duration.Seconds())
 		fmt.Fprintf(w, "throughput: %.0f attempts/s", s.AttemptsPerSec)
+		if c.Mode == ModeOpen {
+			fmt.Fprintf(w, " (offered %.0f/s)", c.Rate)
+		}
 		if s.BaselineRatio > 0 {
-			fmt.Fprintf(w, " (%.1f%% of the /healthz ceiling)", 100*s.BaselineRatio)
+			fmt.Fprintf(w, " = %.1f%% of the /healthz ceiling", 100*s.BaselineRatio)
 		}
 		fmt.Fprintf(w, "; %d orders, %.0f orders/s", s.Successes, s.SuccessPerSec)
 		if s.SellOutAt >= 0 {
