@@ -19,7 +19,7 @@ import (
 
 // openRedis connects to RedisURL, or starts an embedded miniredis when it is
 // empty. Timeouts are short so an outage answers 503 within about a second.
-func openRedis(ctx context.Context, url string) (redis.UniversalClient, *miniredis.Miniredis, string, error) {
+func openRedis(ctx context.Context, url string, timeout time.Duration) (redis.UniversalClient, *miniredis.Miniredis, string, error) {
 	var embedded *miniredis.Miniredis
 	if url == "" {
 		embedded = miniredis.NewMiniRedis()
@@ -32,10 +32,16 @@ func openRedis(ctx context.Context, url string) (redis.UniversalClient, *minired
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("SECKILL_REDIS_URL: %w", err)
 	}
-	opt.DialTimeout = 500 * time.Millisecond
-	opt.ReadTimeout = 500 * time.Millisecond
-	opt.WriteTimeout = 500 * time.Millisecond
-	opt.PoolTimeout = time.Second
+	if timeout == 0 {
+		timeout = 500 * time.Millisecond
+		if embedded != nil {
+			timeout = 10 * time.Second
+		}
+	}
+	opt.DialTimeout = timeout
+	opt.ReadTimeout = timeout
+	opt.WriteTimeout = timeout
+	opt.PoolTimeout = 2 * timeout
 	opt.MaxRetries = 1 // the gate scripts are safe to rerun
 	opt.PoolSize = 128
 	opt.MinIdleConns = 8
@@ -89,7 +95,7 @@ func openDB(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, string, []in
 	mc.Loc = time.UTC
 	mc.InterpolateParams = true // one round trip per statement instead of three
 	if mc.Timeout == 0 {
-		mc.Timeout = time.Second
+		mc.Timeout = 3 * time.Second // a refused connection still fails at once
 	}
 	if mc.ReadTimeout == 0 {
 		mc.ReadTimeout = 5 * time.Second

@@ -31,8 +31,13 @@ type Config struct {
 	// KeyPrefix starts every Redis key (SECKILL_KEY_PREFIX). Default "seckill".
 	KeyPrefix string
 	// LockWait bounds how long a "lock" order waits for its item's lock
-	// (SECKILL_LOCK_WAIT). Default 3s.
+	// (SECKILL_LOCK_WAIT). Default 5s.
 	LockWait time.Duration
+	// RedisTimeout bounds each Redis call and the wait for a pooled
+	// connection (SECKILL_REDIS_TIMEOUT). Default 500ms, so an outage answers
+	// 503 within about a second; 10s for the embedded Redis, which cannot
+	// have a network outage but is slow under a stampede.
+	RedisTimeout time.Duration
 	// ShutdownTimeout bounds graceful shutdown (SECKILL_SHUTDOWN_TIMEOUT).
 	// Default 15s.
 	ShutdownTimeout time.Duration
@@ -55,7 +60,8 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_ADMIN_TOKEN", flag: "admin-token", help: "admin bearer token; required with MySQL, generated when embedded", str: &c.AdminToken},
 		{env: "SECKILL_STRATEGY", flag: "strategy", help: "default strategy of new items: lua or lock", str: &c.Strategy, def: "lua"},
 		{env: "SECKILL_KEY_PREFIX", flag: "key-prefix", help: "prefix of every Redis key", str: &c.KeyPrefix, def: "seckill"},
-		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a lock-strategy order waits for the item lock", dur: &c.LockWait, def: "3s"},
+		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a lock-strategy order waits for the item lock", dur: &c.LockWait, def: "5s"},
+		{env: "SECKILL_REDIS_TIMEOUT", flag: "redis-timeout", help: "bound on each Redis call; 0 = 500ms (10s embedded)", dur: &c.RedisTimeout, def: "0s"},
 		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", help: "bound on graceful shutdown", dur: &c.ShutdownTimeout, def: "15s"},
 	}
 }
@@ -106,7 +112,7 @@ func (c *Config) Validate() error {
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		problems = append(problems, fmt.Errorf("SECKILL_REDIS_URL=%q: want redis://host:port/db", c.RedisURL))
 	}
-	if c.LockWait < 0 || c.ShutdownTimeout < 0 {
+	if c.LockWait < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 {
 		problems = append(problems, errors.New("durations must not be negative"))
 	}
 	return errors.Join(problems...)

@@ -75,7 +75,6 @@ func (h *Handler) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
-	e.ContextWithFallback = true
 	e.Use(h.recover, h.limits)
 	e.NoRoute(func(c *gin.Context) { abort(c, http.StatusNotFound, CodeNotFound, "no such route") })
 	e.NoMethod(func(c *gin.Context) {

@@ -58,7 +58,7 @@ func (h *Handler) createItem(c *gin.Context) {
 		h.writeError(c, stock.Invalidf("name and stock are required"))
 		return
 	}
-	it, err := h.shop.CreateItem(c, stock.NewItem{Name: *req.Name, Stock: *req.Stock, PriceCents: req.PriceCents,
+	it, err := h.shop.CreateItem(c.Request.Context(), stock.NewItem{Name: *req.Name, Stock: *req.Stock, PriceCents: req.PriceCents,
 		Strategy: req.Strategy, StartsAt: req.StartsAt, EndsAt: req.EndsAt})
 	if err != nil {
 		h.writeError(c, err)
@@ -89,7 +89,7 @@ func (h *Handler) item(c *gin.Context) (*stock.Item, bool) {
 		h.writeError(c, err)
 		return nil, false
 	}
-	it, err := h.shop.Item(c, id)
+	it, err := h.shop.Item(c.Request.Context(), id)
 	if err != nil {
 		h.writeError(c, err)
 		return nil, false
@@ -115,7 +115,7 @@ func (h *Handler) setStock(c *gin.Context) {
 		h.writeError(c, stock.Invalidf("stock is required"))
 		return
 	}
-	it, err := h.shop.SetStock(c, id, *req.Stock)
+	it, err := h.shop.SetStock(c.Request.Context(), id, *req.Stock)
 	if err != nil {
 		h.writeError(c, err)
 		return

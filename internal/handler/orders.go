@@ -41,7 +41,7 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		h.writeError(c, stock.Invalidf("user_id is required"))
 		return
 	}
-	o, replayed, err := h.shop.PlaceOrder(c, stock.OrderRequest{ItemID: id, UserID: *req.UserID,
+	o, replayed, err := h.shop.PlaceOrder(c.Request.Context(), stock.OrderRequest{ItemID: id, UserID: *req.UserID,
 		IdempotencyKey: c.GetHeader("Idempotency-Key")})
 	if err != nil {
 		h.writeError(c, err)
@@ -55,7 +55,7 @@ func (h *Handler) placeOrder(c *gin.Context) {
 }
 
 func (h *Handler) getOrder(c *gin.Context) {
-	o, err := h.shop.Order(c, c.Param("id"))
+	o, err := h.shop.Order(c.Request.Context(), c.Param("id"))
 	if err != nil {
 		h.writeError(c, err)
 		return

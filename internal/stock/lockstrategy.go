@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 // wait in memory without touching Redis.
 type LockStrategy struct {
 	store  *Store
+	log    *slog.Logger
 	locker *lock.Client
 	keys   keyspace
 	ttl    time.Duration
@@ -38,8 +40,8 @@ var _ Strategy = (*LockStrategy)(nil)
 // raised through another instance, it is seen within this time.
 const soldOutFor = time.Second
 
-func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration) *LockStrategy {
-	return &LockStrategy{store: store, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait}
+func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, log *slog.Logger) *LockStrategy {
+	return &LockStrategy{store: store, log: log, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait}
 }
 
 // Buy waits (bounded) for the item's lock and sells one unit under it.
@@ -68,6 +70,9 @@ func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orde
 	if dl, ok := ctx.Deadline(); ok {
 		wait = time.Until(dl)
 	}
+	if wait <= 0 {
+		return nil, fmt.Errorf("waited %s for item %d: %w", s.wait, it.ID, ErrUnavailable)
+	}
 	l, err := s.locker.Obtain(ctx, s.keys.lock(it.ID), s.ttl, &lock.Options{Wait: wait})
 	if err != nil {
 		if errors.Is(err, lock.ErrNotObtained) {
@@ -76,9 +81,13 @@ func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orde
 		return nil, redisError("obtain lock", err)
 	}
 	defer func() {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl)
 		defer rcancel()
-		_ = l.Release(rctx) // a lapsed lease is harmless here: the fence guarded the write
+		// A lapsed lease is harmless here (the fence guarded the write), but
+		// worth knowing about: the next holder waited for nothing.
+		if err := l.Release(rctx); err != nil {
+			s.log.Warn("lock release", "item", it.ID, "err", err)
+		}
 	}()
 
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}

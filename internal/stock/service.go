@@ -2,16 +2,17 @@ package stock
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 )
 
 // Strategy sells one unit of an item to one user. Each strategy must be
@@ -28,12 +29,12 @@ type Config struct {
 	KeyPrefix string
 	// LockTTL is the lease of the per-item lock. Default 5s.
 	LockTTL time.Duration
-	// LockWait bounds how long an order waits for the item's lock. Default 3s.
+	// LockWait bounds how long an order waits for the item's lock. Default 5s.
 	LockWait time.Duration
 	// IdempotencyTTL is how long an Idempotency-Key stays bound to its user. Default 24h.
 	IdempotencyTTL time.Duration
 	// ReplayWait bounds how long a replay waits for its original, still in
-	// flight, to commit. Default 2s.
+	// flight, to commit. Default 5s (under the 10s request bound).
 	ReplayWait time.Duration
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
@@ -47,13 +48,13 @@ func (c *Config) withDefaults() {
 		c.LockTTL = 5 * time.Second
 	}
 	if c.LockWait == 0 {
-		c.LockWait = 3 * time.Second
+		c.LockWait = 5 * time.Second
 	}
 	if c.IdempotencyTTL == 0 {
 		c.IdempotencyTTL = 24 * time.Hour
 	}
 	if c.ReplayWait == 0 {
-		c.ReplayWait = 2 * time.Second
+		c.ReplayWait = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -72,13 +73,9 @@ type Service struct {
 
 	// items caches the fields of an item that never change after creation
 	// (strategy, sale window), so an order costs no database read to route.
-	items sync.Map // int64 -> *Item
+	items   sync.Map // int64 -> *Item
+	loading singleflight.Group
 }
-
-//go:embed lua/claim.lua
-var claimSrc string
-
-var claimScript = redis.NewScript(claimSrc)
 
 // NewService wires the strategies over one store and one Redis.
 func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, error) {
@@ -92,7 +89,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	}
 	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys}
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
-	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait)
+	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
 	return s, nil
 }
@@ -201,9 +198,18 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	if err != nil {
 		return nil, false, err
 	}
+	state := ""
 	if req.IdempotencyKey != "" {
-		if err := s.claim(ctx, req); err != nil {
+		var prevID string
+		if state, prevID, err = s.claim(ctx, req); err != nil {
 			return nil, false, err
+		}
+		if state == claimDone {
+			if prev, err := s.store.Order(ctx, prevID); err == nil {
+				return prev, true, nil
+			} else if !errors.Is(err, ErrNotFound) {
+				return nil, false, err
+			}
 		}
 	}
 	id, err := uuid.NewV7()
@@ -212,10 +218,16 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	}
 	o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String())
 	if err == nil {
+		if req.IdempotencyKey != "" {
+			s.settle(ctx, req, o.ID)
+		}
 		return o, false, nil
 	}
-	if req.IdempotencyKey != "" && errors.Is(err, ErrAlreadyPurchased) {
-		if prev := s.replay(ctx, req); prev != nil {
+	// A refusal under a key may be a twin's doing: two requests with the
+	// same key race, and the other one placed the order. Answer as it did.
+	if req.IdempotencyKey != "" && (errors.Is(err, ErrAlreadyPurchased) || errors.Is(err, ErrSoldOut)) {
+		wait := errors.Is(err, ErrAlreadyPurchased) || state == claimPending
+		if prev := s.replay(ctx, req, wait); prev != nil {
 			return prev, true, nil
 		}
 	}
@@ -227,47 +239,19 @@ func (s *Service) routing(ctx context.Context, id int64) (*Item, error) {
 	if v, ok := s.items.Load(id); ok {
 		return v.(*Item), nil
 	}
-	it, err := s.store.Item(ctx, id)
+	// When a sale opens, thousands of requests miss at once: one reads.
+	v, err, _ := s.loading.Do(strconv.FormatInt(id, 10), func() (any, error) {
+		it, err := s.store.Item(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.items.Store(id, it)
+		return it, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.items.Store(id, it)
-	return it, nil
-}
-
-func (s *Service) claim(ctx context.Context, req OrderRequest) error {
-	owner, err := claimScript.Run(ctx, s.rdb, []string{s.keys.idem(req.ItemID, req.IdempotencyKey)},
-		req.UserID, int64(s.cfg.IdempotencyTTL/time.Second)).Text()
-	if err != nil {
-		return redisError("claim idempotency key", err)
-	}
-	if owner != req.UserID {
-		return ErrIdempotencyConflict
-	}
-	return nil
-}
-
-// replay finds the order an earlier request with the same key placed. The
-// earlier request may still be writing it, so it waits a little.
-func (s *Service) replay(ctx context.Context, req OrderRequest) *Order {
-	deadline := time.Now().Add(s.cfg.ReplayWait)
-	for {
-		o, key, err := s.store.OrderOf(ctx, req.ItemID, req.UserID)
-		if err == nil {
-			if key == req.IdempotencyKey {
-				return o
-			}
-			return nil
-		}
-		if !errors.Is(err, ErrNotFound) || time.Now().After(deadline) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return v.(*Item), nil
 }
 
 // Ready reports whether Redis and the database both answer.

@@ -136,7 +136,7 @@ func (s *Store) SetStock(ctx context.Context, id, n int64, before func(old *Item
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, txError(err)
 	}
 	return old, updated, nil
 }
@@ -191,7 +191,7 @@ func (s *Store) InsertOrder(ctx context.Context, o *Order, idemKey string, fence
 		return fmt.Errorf("item %d: unexpected zero rows updated", o.ItemID)
 	})
 	if err != nil {
-		return err
+		return txError(err)
 	}
 	o.Status, o.CreatedAt, o.UpdatedAt = StatusCreated, now, now
 	return nil
@@ -255,6 +255,21 @@ func insertError(err error) error {
 		return ErrAlreadyPurchased
 	}
 	return dbError("insert order", err)
+}
+
+// domainErrors are outcomes a transaction reports on purpose.
+var domainErrors = []error{ErrNotFound, ErrInvalid, ErrSoldOut, ErrAlreadyPurchased, ErrStockBelowSold,
+	ErrIdempotencyConflict, ErrUnavailable, ErrSaleNotStarted, ErrSaleEnded}
+
+// txError classifies what a transaction returned: its own outcomes pass
+// through, and a failure of BEGIN or COMMIT is classified like any other.
+func txError(err error) error {
+	for _, d := range domainErrors {
+		if errors.Is(err, d) {
+			return err
+		}
+	}
+	return dbError("transaction", err)
 }
 
 // dbError wraps err, and marks it ErrUnavailable when it says the database

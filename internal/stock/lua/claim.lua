@@ -1,8 +1,19 @@
--- Claim an idempotency key for a user, or report who claimed it first.
+-- Claim an idempotency key for a user, or report what became of it.
+-- The value is "<user id>|<order id>", the order id empty until an order
+-- placed under the key is known (user ids never contain '|').
 -- KEYS[1] idempotency key; ARGV[1] user id, ARGV[2] TTL in seconds
-local owner = redis.call('GET', KEYS[1])
-if owner then
-  return owner
+-- Returns {'new'|'pending'|'done'|'conflict', order id}.
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1] .. '|', 'EX', ARGV[2])
+  return {'new', ''}
 end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-return ARGV[1]
+local sep = string.find(v, '|', 1, true)
+if not sep or string.sub(v, 1, sep - 1) ~= ARGV[1] then
+  return {'conflict', ''}
+end
+local order = string.sub(v, sep + 1)
+if order ~= '' then
+  return {'done', order}
+end
+return {'pending', ''}

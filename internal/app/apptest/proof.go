@@ -1,0 +1,140 @@
+package apptest
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"gorm.io/gorm"
+)
+
+// ProofSpec sizes a concurrency proof.
+type ProofSpec struct {
+	Stock int64
+	Users int // each user sends two attempts, so 2*Users in all
+}
+
+type attempt struct {
+	user, key string
+	status    int
+	code      string
+	body      string
+	orderID   string
+	err       error
+}
+
+// Proof fires 2*Users concurrent order attempts at one item of stock Stock
+// and checks every promise: exactly min(Stock, Users) orders from distinct
+// users, sold and remaining right, every 201 id in the database, and
+// idempotent replays answered with the same id. Even users replay their
+// first request with the same Idempotency-Key; odd users simply try twice.
+func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec) {
+	t.Helper()
+	it := c.CreateItem(t, spec.Stock, strategy)
+	if it.Strategy != strategy {
+		t.Fatalf("item strategy: got %q, want %q", it.Strategy, strategy)
+	}
+
+	attempts := make([]attempt, 0, 2*spec.Users)
+	for u := 0; u < spec.Users; u++ {
+		user := fmt.Sprintf("user-%04d", u)
+		if u%2 == 0 {
+			key := "key-" + user
+			attempts = append(attempts, attempt{user: user, key: key}, attempt{user: user, key: key})
+		} else {
+			attempts = append(attempts, attempt{user: user}, attempt{user: user})
+		}
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range attempts {
+		wg.Add(1)
+		go func(a *attempt) {
+			defer wg.Done()
+			<-start
+			r, err := c.PlaceOrder(it.ID, a.user, a.key)
+			a.err, a.status, a.code, a.body = err, r.Status, r.ErrorCode(), string(r.Body)
+			if err == nil && r.Status == http.StatusCreated {
+				var o Order
+				r.JSON(t, &o)
+				a.orderID = o.ID
+			}
+		}(&attempts[i])
+	}
+	close(start)
+	wg.Wait()
+
+	want := min(spec.Stock, int64(spec.Users))
+	created := map[string]string{} // order id -> user
+	byUser := map[string][]string{}
+	answers := map[string][]string{} // user -> every answer, for messages
+	statuses := map[string]int{}
+	for _, a := range attempts {
+		if a.err != nil {
+			t.Errorf("attempt by %s: transport error %v", a.user, a.err)
+			continue
+		}
+		statuses[fmt.Sprintf("%d %s", a.status, a.code)]++
+		answers[a.user] = append(answers[a.user], fmt.Sprintf("%d %s", a.status, a.body))
+		switch {
+		case a.status == http.StatusCreated:
+			if prev, ok := created[a.orderID]; ok && prev != a.user {
+				t.Errorf("order %s answered to %s and %s", a.orderID, prev, a.user)
+			}
+			created[a.orderID] = a.user
+			byUser[a.user] = append(byUser[a.user], a.orderID)
+		case a.status == http.StatusConflict && (a.code == "sold_out" || a.code == "already_purchased"):
+		default:
+			t.Errorf("attempt by %s: got %d %s, want 201 or 409 sold_out/already_purchased", a.user, a.status, a.body)
+		}
+	}
+	t.Logf("%s: %d attempts, outcomes %v", strategy, len(attempts), statuses)
+
+	if int64(len(created)) != want {
+		t.Errorf("distinct orders answered 201: got %d, want %d", len(created), want)
+	}
+	for user, ids := range byUser {
+		if len(ids) == 2 && ids[0] != ids[1] {
+			t.Errorf("user %s got two different orders %v", user, ids)
+		}
+	}
+	// Replays: for a user whose key was used twice, either both answers are
+	// the same order or neither is an order.
+	for u := 0; u < spec.Users; u += 2 {
+		user := fmt.Sprintf("user-%04d", u)
+		if n := len(byUser[user]); n == 1 {
+			t.Errorf("user %s replayed its key and got one order and one refusal %q; want the same order twice", user, answers[user])
+		}
+	}
+
+	var orders []struct {
+		ID     string
+		UserID string
+	}
+	if err := db.Raw("SELECT id, user_id FROM orders WHERE item_id = ?", it.ID).Scan(&orders).Error; err != nil {
+		t.Fatalf("read orders: %v", err)
+	}
+	if int64(len(orders)) != want {
+		t.Errorf("orders in database: got %d, want %d", len(orders), want)
+	}
+	inDB := map[string]bool{}
+	users := map[string]bool{}
+	for _, o := range orders {
+		inDB[o.ID] = true
+		if users[o.UserID] {
+			t.Errorf("user %s has two orders in the database", o.UserID)
+		}
+		users[o.UserID] = true
+	}
+	for id, user := range created {
+		if !inDB[id] {
+			t.Errorf("order %s answered 201 to %s is not in the database", id, user)
+		}
+	}
+	got := c.AdminItem(t, it.ID)
+	if got.Sold != want || got.Remaining != spec.Stock-want || got.Stock != spec.Stock {
+		t.Errorf("item after the stampede: got stock %d sold %d remaining %d, want %d %d %d",
+			got.Stock, got.Sold, got.Remaining, spec.Stock, want, spec.Stock-want)
+	}
+}

@@ -1,0 +1,246 @@
+package lock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisClient is the part of go-redis the library uses: scripts and pub/sub.
+// *redis.Client, *redis.ClusterClient and *redis.Ring satisfy it.
+type RedisClient interface {
+	redis.Scripter
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// ClientOptions configure a Client. A nil *ClientOptions means defaults.
+type ClientOptions struct {
+	// Observer receives latency, attempt, wait, hold, refresh-failure and
+	// lost-lease events. Default: none.
+	Observer Observer
+}
+
+// Client obtains locks. It is safe for concurrent use. Waiters of one Client
+// share a single pub/sub connection, opened on the first wait; Close it.
+type Client struct {
+	rdb RedisClient
+	obs Observer
+	hub *wakeHub
+}
+
+// New returns a Client using rdb. opts may be nil.
+func New(rdb RedisClient, opts *ClientOptions) *Client {
+	c := &Client{rdb: rdb, obs: NopObserver{}, hub: newWakeHub(rdb)}
+	if opts != nil && opts.Observer != nil {
+		c.obs = opts.Observer
+	}
+	return c
+}
+
+// Close closes the Client's pub/sub connection (not rdb). Locks stay valid;
+// Obtain calls made after Close wait with backoff only.
+func (c *Client) Close() error {
+	return c.hub.close()
+}
+
+// Obtain tries to obtain the lock key for ttl (at least 1ms; Redis stores it
+// in whole milliseconds, rounded up). With opt.Wait > 0 it keeps trying until
+// it succeeds, Wait has passed or ctx ends; waiters sleep and are woken by the
+// holder's release. It returns ErrNotObtained if the lock is held elsewhere;
+// when ctx ended the wait the error matches ctx.Err() too.
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opt *Options) (*Lock, error) {
+	start := time.Now()
+	ev := ObtainEvent{Key: key}
+	l, err := c.obtain(ctx, key, ttl, opt, &ev)
+	ev.Latency = time.Since(start)
+	ev.Err = err
+	c.obs.Obtained(ev)
+	return l, err
+}
+
+// attempt is one Obtain call's identity: the same token and id are sent on
+// every try, so a retried script recognises an acquisition that already ran.
+type attempt struct {
+	c          *Client
+	ctx        context.Context
+	key        string
+	keys       keys
+	token, id  string
+	ttl        time.Duration
+	s          settings
+	queueForMs int64
+}
+
+func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, opt *Options, ev *ObtainEvent) (*Lock, error) {
+	if key == "" {
+		return nil, ErrInvalidKey
+	}
+	if err := checkTTL(ttl); err != nil {
+		return nil, err
+	}
+	s, err := resolve(opt, ttl)
+	if err != nil {
+		return nil, err
+	}
+	ev.Fair = s.Fair
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(ErrNotObtained, err)
+	}
+	a := &attempt{c: c, ctx: ctx, key: key, keys: keysFor(key), id: randomHex(8), ttl: ttl, s: s}
+	if s.Owner != nil {
+		a.token = s.Owner.token
+	} else {
+		a.token = randomHex(16)
+	}
+	if s.Fair && s.Wait > 0 {
+		a.queueForMs = pxMillis(s.FairWaiterTimeout)
+	}
+
+	l, pttl, err := a.try(ev)
+	if err != nil || l != nil {
+		return l, err
+	}
+	if s.Wait == 0 {
+		return nil, ErrNotObtained
+	}
+
+	waitCtx, cancel := context.WithTimeout(ctx, s.Wait)
+	defer cancel()
+
+	var wake chan struct{} // nil (never ready) when wake-ups are off
+	registered, retryNow := false, false
+	if !s.NoWakeup {
+		w := &waiter{id: a.id, channel: a.keys.channel, wake: make(chan struct{}, 1)}
+		if joined, err := c.hub.register(waitCtx, w, s.PollInterval); err == nil {
+			registered, wake = true, w.wake
+			// After a new SUBSCRIBE, try again at once: a release may have
+			// happened between the first try and the subscription. Joining
+			// waiters already subscribed, such a release woke one of them.
+			retryNow = !joined
+			defer func() { c.hub.unregister(w, l != nil) }()
+		}
+	}
+
+	for n := 0; ; n++ {
+		if n > 0 || !retryNow {
+			waited := time.Now()
+			timer := time.NewTimer(a.backoff(n, pttl, registered))
+			select {
+			case <-wake:
+			case <-timer.C:
+			case <-waitCtx.Done():
+			}
+			timer.Stop()
+			ev.Waited += time.Since(waited)
+			if waitCtx.Err() != nil {
+				break
+			}
+		}
+		l, pttl, err = a.try(ev)
+		if err != nil || l != nil {
+			return l, err
+		}
+	}
+
+	if s.Fair {
+		a.leave()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(ErrNotObtained, err)
+	}
+	return nil, ErrNotObtained
+}
+
+// try runs the acquire script once.
+func (a *attempt) try(ev *ObtainEvent) (*Lock, int64, error) {
+	ev.Attempts++
+	k := a.keys
+	sent := time.Now()
+	res, err := obtainScript.Run(a.ctx, a.c.rdb,
+		[]string{k.lock, k.fence, k.queue, k.deadline},
+		a.token, a.id, pxMillis(a.ttl), flag(a.s.Reentrant), flag(a.s.Fair), a.queueForMs,
+	).Int64Slice()
+	if err != nil {
+		return nil, 0, a.abandon(err)
+	}
+	if len(res) != 2 {
+		return nil, 0, errors.Join(ErrNotObtained, errors.New("lock: unexpected acquire reply"))
+	}
+	if res[0] == 1 {
+		return newLock(a, res[1], sent), 0, nil
+	}
+	return nil, res[1], nil
+}
+
+// abandon handles a failed acquire call. If the script may have run (the
+// error is not a reply from Redis, e.g. a cut connection or an ended ctx), it
+// undoes the acquisition or queue entry best-effort, so nothing is left held
+// under a token nobody will release.
+func (a *attempt) abandon(err error) error {
+	var replyErr redis.Error
+	if !errors.As(err, &replyErr) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), time.Second)
+		defer cancel()
+		k := a.keys
+		_ = releaseScript.Run(ctx, a.c.rdb,
+			[]string{k.lock, k.fence, k.released, k.queue, k.deadline},
+			a.token, a.id, 0, k.channel).Err()
+		if a.s.Fair {
+			a.leaveWith(ctx)
+		}
+	}
+	return errors.Join(ErrNotObtained, err)
+}
+
+func (a *attempt) leave() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), time.Second)
+	defer cancel()
+	a.leaveWith(ctx)
+}
+
+func (a *attempt) leaveWith(ctx context.Context) {
+	k := a.keys
+	_ = leaveScript.Run(ctx, a.c.rdb, []string{k.lock, k.queue, k.deadline}, a.id, k.channel).Err()
+}
+
+// backoff returns the n-th sleep: with wake-ups, the safety-net poll in
+// [PollInterval/2, PollInterval]; without, full jitter in [min, min(max,
+// min*2^n)]. Never past the holder's remaining TTL (pttl ms, negative if
+// unknown) and, in fair mode, short enough to keep the queue entry alive.
+func (a *attempt) backoff(n int, pttl int64, wakeups bool) time.Duration {
+	lo, ceiling := a.s.MinBackoff, a.s.MaxBackoff
+	if wakeups {
+		lo, ceiling = a.s.PollInterval/2, a.s.PollInterval
+	} else if n < 30 && lo<<n < ceiling {
+		ceiling = lo << n
+	}
+	d := lo
+	if ceiling > lo {
+		d += rand.N(ceiling - lo + 1)
+	}
+	if a.s.Fair {
+		d = min(d, a.s.FairWaiterTimeout/3)
+	}
+	if pttl >= 0 {
+		d = min(d, max(time.Duration(pttl)*time.Millisecond, a.s.MinBackoff))
+	}
+	return d
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = crand.Read(b) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,193 @@
+// Package testenv gives each test its own backends: an embedded pair
+// (miniredis and an SQLite file) and a real pair (a fresh MariaDB database
+// and a Redis key prefix of its own on the machine's Redis). Under CI=true a
+// missing real service fails the test; elsewhere it skips with the reason.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/glebarez/sqlite"
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/seckill/seckill/migrations"
+)
+
+// Backend names the Redis and database one test uses.
+type Backend struct {
+	Name       string
+	RedisURL   string
+	MySQLDSN   string // empty: SQLitePath
+	SQLitePath string
+	KeyPrefix  string
+	// Mini is the embedded Redis, nil for the real one.
+	Mini *miniredis.Miniredis
+}
+
+// Defaults for the real services, overridable by environment.
+func mysqlBase() string {
+	if v := os.Getenv("SECKILL_TEST_MYSQL_DSN"); v != "" {
+		return v
+	}
+	return "root@tcp(127.0.0.1:3306)/"
+}
+
+func redisURL() string {
+	if v := os.Getenv("SECKILL_TEST_REDIS_URL"); v != "" {
+		return v
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// InCI reports whether tests run in CI, where nothing may be skipped.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// ForEach runs fn as a subtest on every backend: "embedded" and "mariadb".
+func ForEach(t *testing.T, fn func(t *testing.T, b Backend)) {
+	t.Helper()
+	t.Run("embedded", func(t *testing.T) { fn(t, Embedded(t)) })
+	t.Run("mariadb", func(t *testing.T) { fn(t, Real(t)) })
+}
+
+// Embedded starts a miniredis and names an SQLite file in a temp dir.
+func Embedded(t *testing.T) Backend {
+	t.Helper()
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		t.Fatalf("start miniredis: %v", err)
+	}
+	t.Cleanup(m.Close)
+	return Backend{Name: "embedded", RedisURL: "redis://" + m.Addr() + "/0",
+		SQLitePath: filepath.Join(t.TempDir(), "seckill.db"), KeyPrefix: "t" + Suffix(), Mini: m}
+}
+
+// Real creates a fresh MariaDB database and a Redis key prefix, and removes
+// both when the test ends. It never flushes the shared Redis.
+func Real(t *testing.T) Backend {
+	t.Helper()
+	unavailable := func(what string, err error) {
+		t.Helper()
+		if InCI() {
+			t.Fatalf("CI=true but %s is unavailable: %v", what, err)
+		}
+		t.Skipf("%s unavailable (set CI=true to make this fail): %v", what, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	opt, err := redis.ParseURL(redisURL())
+	if err != nil {
+		t.Fatalf("SECKILL_TEST_REDIS_URL: %v", err)
+	}
+	rdb := redis.NewClient(opt)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		unavailable("Redis at "+opt.Addr, err)
+	}
+	prefix := "seckilltest-" + Suffix()
+	t.Cleanup(func() {
+		defer rdb.Close()
+		DeleteKeys(t, rdb, prefix+":*")
+	})
+
+	base, err := gomysql.ParseDSN(mysqlBase())
+	if err != nil {
+		t.Fatalf("SECKILL_TEST_MYSQL_DSN: %v", err)
+	}
+	base.DBName = ""
+	admin, err := sql.Open("mysql", base.FormatDSN())
+	if err != nil {
+		t.Fatalf("open mariadb: %v", err)
+	}
+	if err := admin.PingContext(ctx); err != nil {
+		_ = admin.Close()
+		unavailable("MariaDB at "+base.Addr, err)
+	}
+	name := "seckill_t_" + Suffix()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		defer admin.Close()
+		if _, err := admin.Exec("DROP DATABASE IF EXISTS `" + name + "`"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	dsn := *base
+	dsn.DBName = name
+	dsn.ParseTime = true
+	return Backend{Name: "mariadb", RedisURL: redisURL(), MySQLDSN: dsn.FormatDSN(), KeyPrefix: prefix}
+}
+
+// DeleteKeys removes the keys matching pattern, and only those.
+func DeleteKeys(t *testing.T, rdb *redis.Client, pattern string) {
+	t.Helper()
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Logf("clean redis keys %s: %v", pattern, err)
+	}
+}
+
+// Suffix is a short random name part.
+func Suffix() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// DB opens the backend's database with the schema applied.
+func (b Backend) DB(t *testing.T) *gorm.DB {
+	t.Helper()
+	cfg := &gorm.Config{SkipDefaultTransaction: true, Logger: logger.Default.LogMode(logger.Silent)}
+	var (
+		db  *gorm.DB
+		err error
+		d   = migrations.MySQL
+	)
+	if b.MySQLDSN != "" {
+		db, err = gorm.Open(mysql.Open(b.MySQLDSN), cfg)
+	} else {
+		d = migrations.SQLite
+		db, err = gorm.Open(sqlite.Open("file:"+b.SQLitePath+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"), cfg)
+	}
+	if err != nil {
+		t.Fatalf("open %s database: %v", b.Name, err)
+	}
+	sqlDB, _ := db.DB()
+	if b.MySQLDSN == "" {
+		sqlDB.SetMaxOpenConns(1)
+	}
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	if _, err := migrations.Up(context.Background(), sqlDB, d); err != nil {
+		t.Fatalf("migrate %s: %v", b.Name, err)
+	}
+	return db
+}
+
+// Redis opens a client to the backend's Redis.
+func (b Backend) Redis(t *testing.T) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(b.RedisURL)
+	if err != nil {
+		t.Fatalf("redis url: %v", err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
