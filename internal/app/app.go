@@ -12,10 +12,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/internal/embedredis"
 	"github.com/seckill/seckill/internal/handler"
 	"github.com/seckill/seckill/internal/stock"
 )
@@ -25,7 +25,7 @@ type App struct {
 	cfg      Config
 	log      *slog.Logger
 	rdb      redis.UniversalClient
-	miniRDB  *miniredis.Miniredis
+	miniRDB  *embedredis.Server
 	db       *gorm.DB
 	service  *stock.Service
 	handler  *handler.Handler

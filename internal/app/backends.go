@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/glebarez/sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
@@ -14,16 +13,17 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/seckill/seckill/internal/embedredis"
 	"github.com/seckill/seckill/migrations"
 )
 
 // openRedis connects to RedisURL, or starts an embedded miniredis when it is
 // empty. Timeouts are short so an outage answers 503 within about a second.
-func openRedis(ctx context.Context, url string, timeout time.Duration) (redis.UniversalClient, *miniredis.Miniredis, string, error) {
-	var embedded *miniredis.Miniredis
+func openRedis(ctx context.Context, url string, timeout time.Duration) (redis.UniversalClient, *embedredis.Server, string, error) {
+	var embedded *embedredis.Server
 	if url == "" {
-		embedded = miniredis.NewMiniRedis()
-		if err := embedded.StartAddr("127.0.0.1:0"); err != nil {
+		var err error
+		if embedded, err = embedredis.Start(); err != nil {
 			return nil, nil, "", fmt.Errorf("start embedded redis: %w", err)
 		}
 		url = "redis://" + embedded.Addr() + "/0"
@@ -33,7 +33,7 @@ func openRedis(ctx context.Context, url string, timeout time.Duration) (redis.Un
 		return nil, nil, "", fmt.Errorf("SECKILL_REDIS_URL: %w", err)
 	}
 	if timeout == 0 {
-		timeout = 500 * time.Millisecond
+		timeout = time.Second
 		if embedded != nil {
 			timeout = 10 * time.Second
 		}

@@ -34,8 +34,8 @@ type Config struct {
 	// (SECKILL_LOCK_WAIT). Default 5s.
 	LockWait time.Duration
 	// RedisTimeout bounds each Redis call and the wait for a pooled
-	// connection (SECKILL_REDIS_TIMEOUT). Default 500ms, so an outage answers
-	// 503 within about a second; 10s for the embedded Redis, which cannot
+	// connection (SECKILL_REDIS_TIMEOUT). Default 1s, so an outage answers
+	// 503 within about a second (a refused connection at once); 10s for the embedded Redis, which cannot
 	// have a network outage but is slow under a stampede.
 	RedisTimeout time.Duration
 	// ShutdownTimeout bounds graceful shutdown (SECKILL_SHUTDOWN_TIMEOUT).
@@ -61,7 +61,7 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_STRATEGY", flag: "strategy", help: "default strategy of new items: lua or lock", str: &c.Strategy, def: "lua"},
 		{env: "SECKILL_KEY_PREFIX", flag: "key-prefix", help: "prefix of every Redis key", str: &c.KeyPrefix, def: "seckill"},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a lock-strategy order waits for the item lock", dur: &c.LockWait, def: "5s"},
-		{env: "SECKILL_REDIS_TIMEOUT", flag: "redis-timeout", help: "bound on each Redis call; 0 = 500ms (10s embedded)", dur: &c.RedisTimeout, def: "0s"},
+		{env: "SECKILL_REDIS_TIMEOUT", flag: "redis-timeout", help: "bound on each Redis call; 0 = 1s (10s embedded)", dur: &c.RedisTimeout, def: "0s"},
 		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", help: "bound on graceful shutdown", dur: &c.ShutdownTimeout, def: "15s"},
 	}
 }

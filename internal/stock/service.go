@@ -96,8 +96,12 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 
 func knownStrategy(name string) bool { return name == StrategyLua || name == StrategyLock }
 
-// Close waits for background work (hand-back retries) to stop.
-func (s *Service) Close() { s.gate.Close() }
+// Close waits for background work (hand-back retries) to stop and closes
+// the lock client's subscription.
+func (s *Service) Close() {
+	s.gate.Close()
+	_ = s.locked.locker.Close()
+}
 
 // DefaultStrategy is the strategy of items created without one.
 func (s *Service) DefaultStrategy() string { return s.cfg.DefaultStrategy }
@@ -225,7 +229,10 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	}
 	// A refusal under a key may be a twin's doing: two requests with the
 	// same key race, and the other one placed the order. Answer as it did.
-	if req.IdempotencyKey != "" && (errors.Is(err, ErrAlreadyPurchased) || errors.Is(err, ErrSoldOut)) {
+	// The database may report the twin as a clash on the key itself
+	// (UNIQUE(item_id, idempotency_key) checked before the user's key).
+	if req.IdempotencyKey != "" && (errors.Is(err, ErrAlreadyPurchased) || errors.Is(err, ErrSoldOut) ||
+		errors.Is(err, ErrIdempotencyConflict)) {
 		wait := errors.Is(err, ErrAlreadyPurchased) || state == claimPending
 		if prev := s.replay(ctx, req, wait); prev != nil {
 			return prev, true, nil

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/glebarez/sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
@@ -22,6 +21,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/seckill/seckill/internal/embedredis"
 	"github.com/seckill/seckill/migrations"
 )
 
@@ -33,7 +33,7 @@ type Backend struct {
 	SQLitePath string
 	KeyPrefix  string
 	// Mini is the embedded Redis, nil for the real one.
-	Mini *miniredis.Miniredis
+	Mini *embedredis.Server
 }
 
 // Defaults for the real services, overridable by environment.
@@ -64,8 +64,8 @@ func ForEach(t *testing.T, fn func(t *testing.T, b Backend)) {
 // Embedded starts a miniredis and names an SQLite file in a temp dir.
 func Embedded(t *testing.T) Backend {
 	t.Helper()
-	m := miniredis.NewMiniRedis()
-	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+	m, err := embedredis.Start()
+	if err != nil {
 		t.Fatalf("start miniredis: %v", err)
 	}
 	t.Cleanup(m.Close)

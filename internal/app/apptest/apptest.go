@@ -27,8 +27,11 @@ func Start(t *testing.T, b testenv.Backend, edit ...func(*app.Config)) (*app.App
 	t.Helper()
 	cfg := app.Config{RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN, SQLitePath: b.SQLitePath,
 		KeyPrefix: b.KeyPrefix, AdminToken: Token}
+	// -race slows every client call 5-10x on a 2-core machine; the proofs
+	// are about correctness, so calls get room. Outage tests set their own.
+	cfg.RedisTimeout = 3 * time.Second
 	if b.Mini != nil {
-		cfg.RedisTimeout = 10 * time.Second // as the embedded default: miniredis is slow under -race
+		cfg.RedisTimeout = 10 * time.Second // as the embedded default
 	}
 	for _, e := range edit {
 		e(&cfg)

@@ -1,0 +1,124 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// state is everything a bad request must leave as it was.
+type state struct {
+	Items, Orders int64
+	Stock, Sold   int64
+	Gate          map[string]string
+	RedisKeys     int
+}
+
+func snapshot(t *testing.T, b testenv.Backend, c *apptest.Client, itemID int64) state {
+	t.Helper()
+	db := b.DB(t)
+	var s state
+	if err := db.Raw("SELECT COUNT(*) FROM items").Scan(&s.Items).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Raw("SELECT COUNT(*) FROM orders").Scan(&s.Orders).Error; err != nil {
+		t.Fatal(err)
+	}
+	it := c.AdminItem(t, itemID)
+	s.Stock, s.Sold = it.Stock, it.Sold
+	rdb := b.Redis(t)
+	ctx := context.Background()
+	gate, err := rdb.HGetAll(ctx, fmt.Sprintf("%s:{item:%d}:meta", b.KeyPrefix, itemID)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Gate = gate
+	keys, err := rdb.Keys(ctx, b.KeyPrefix+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RedisKeys = len(keys)
+	return s
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		_, c := apptest.Start(t, b)
+		it := c.CreateItem(t, 5, "lua")
+		if r, _ := c.PlaceOrder(it.ID, "first-buyer", ""); r.Status != 201 {
+			t.Fatalf("seed order: got %d %s", r.Status, r.Body)
+		}
+		orders := fmt.Sprintf("/api/v1/items/%d/orders", it.ID)
+		stock := fmt.Sprintf("/api/v1/admin/items/%d/stock", it.ID)
+		cases := []struct {
+			name, method, path string
+			body               any
+			admin              bool
+			header             map[string]string
+			status             int
+			code               string
+		}{
+			{"malformed JSON", "POST", orders, `{"user_id":`, false, nil, 400, "invalid_request"},
+			{"not an object", "POST", orders, `["alice"]`, false, nil, 400, "invalid_request"},
+			{"two objects", "POST", orders, `{"user_id":"a"}{"user_id":"b"}`, false, nil, 400, "invalid_request"},
+			{"empty body", "POST", orders, ``, false, nil, 400, "invalid_request"},
+			{"missing user_id", "POST", orders, `{}`, false, nil, 400, "invalid_request"},
+			{"empty user_id", "POST", orders, `{"user_id":""}`, false, nil, 400, "invalid_request"},
+			{"user_id too long", "POST", orders, `{"user_id":"` + strings.Repeat("u", 65) + `"}`, false, nil, 400, "invalid_request"},
+			{"user_id bad characters", "POST", orders, `{"user_id":"bob smith"}`, false, nil, 400, "invalid_request"},
+			{"user_id number", "POST", orders, `{"user_id":42}`, false, nil, 400, "invalid_request"},
+			{"user_id null", "POST", orders, `{"user_id":null}`, false, nil, 400, "invalid_request"},
+			{"unknown field", "POST", orders, `{"user_id":"a","qty":2}`, false, nil, 400, "invalid_request"},
+			{"idempotency key with spaces", "POST", orders, `{"user_id":"a"}`, false, map[string]string{"Idempotency-Key": "a b"}, 400, "invalid_request"},
+			{"body over 64 KiB", "POST", orders, `{"user_id":"` + strings.Repeat("x", 70<<10) + `"}`, false, nil, 413, "payload_too_large"},
+			{"unknown item", "POST", "/api/v1/items/999999/orders", `{"user_id":"a"}`, false, nil, 404, "not_found"},
+			{"non-numeric item id", "POST", "/api/v1/items/abc/orders", `{"user_id":"a"}`, false, nil, 400, "invalid_request"},
+			{"zero item id", "POST", "/api/v1/items/0/orders", `{"user_id":"a"}`, false, nil, 400, "invalid_request"},
+			{"malformed order id", "GET", "/api/v1/orders/not-a-uuid", nil, false, nil, 400, "invalid_request"},
+			{"unknown order", "GET", "/api/v1/orders/01a20197-766a-7198-9a10-76030851c922", nil, false, nil, 404, "not_found"},
+			{"unknown route", "GET", "/api/v1/nope", nil, false, nil, 404, "not_found"},
+			{"wrong method", "DELETE", orders, nil, false, nil, 405, "method_not_allowed"},
+			{"admin create without token", "POST", "/api/v1/admin/items", `{"name":"x","stock":1}`, false, nil, 401, "unauthorized"},
+			{"admin create wrong token", "POST", "/api/v1/admin/items", `{"name":"x","stock":1}`, false, map[string]string{"Authorization": "Bearer wrong-token-wrong-token"}, 401, "unauthorized"},
+			{"admin item without token", "GET", fmt.Sprintf("/api/v1/admin/items/%d", it.ID), nil, false, nil, 401, "unauthorized"},
+			{"admin stock without token", "PUT", stock, `{"stock":100}`, false, nil, 401, "unauthorized"},
+			{"admin basic auth", "PUT", stock, `{"stock":100}`, false, map[string]string{"Authorization": "Basic " + apptest.Token}, 401, "unauthorized"},
+			{"negative stock", "POST", "/api/v1/admin/items", `{"name":"x","stock":-1}`, true, nil, 400, "invalid_request"},
+			{"absurd stock", "POST", "/api/v1/admin/items", `{"name":"x","stock":1e30}`, true, nil, 400, "invalid_request"},
+			{"fractional stock", "POST", "/api/v1/admin/items", `{"name":"x","stock":1.5}`, true, nil, 400, "invalid_request"},
+			{"stock over the cap", "POST", "/api/v1/admin/items", `{"name":"x","stock":100000001}`, true, nil, 400, "invalid_request"},
+			{"stock as string", "POST", "/api/v1/admin/items", `{"name":"x","stock":"5"}`, true, nil, 400, "invalid_request"},
+			{"missing name", "POST", "/api/v1/admin/items", `{"stock":5}`, true, nil, 400, "invalid_request"},
+			{"empty name", "POST", "/api/v1/admin/items", `{"name":"","stock":5}`, true, nil, 400, "invalid_request"},
+			{"unknown strategy", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"strategy":"magic"}`, true, nil, 400, "invalid_request"},
+			{"negative price", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"price_cents":-1}`, true, nil, 400, "invalid_request"},
+			{"bad time", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"starts_at":"tomorrow"}`, true, nil, 400, "invalid_request"},
+			{"window backwards", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"starts_at":"2030-01-02T00:00:00Z","ends_at":"2030-01-01T00:00:00Z"}`, true, nil, 400, "invalid_request"},
+			{"set stock negative", "PUT", stock, `{"stock":-3}`, true, nil, 400, "invalid_request"},
+			{"set stock missing", "PUT", stock, `{}`, true, nil, 400, "invalid_request"},
+			{"set stock below sold", "PUT", stock, `{"stock":0}`, true, nil, 409, "stock_below_sold"},
+			{"set stock unknown item", "PUT", "/api/v1/admin/items/999999/stock", `{"stock":3}`, true, nil, 404, "not_found"},
+			{"set stock non-numeric id", "PUT", "/api/v1/admin/items/x1/stock", `{"stock":3}`, true, nil, 400, "invalid_request"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				before := snapshot(t, b, c, it.ID)
+				r := c.Must(t, tc.method, tc.path, tc.body, tc.admin, tc.header)
+				if r.Status != tc.status || r.ErrorCode() != tc.code {
+					t.Errorf("got %d %s, want %d %s", r.Status, r.Body, tc.status, tc.code)
+				}
+				if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+					t.Errorf("Content-Type: got %q, want application/json", ct)
+				}
+				if after := snapshot(t, b, c, it.ID); !reflect.DeepEqual(before, after) {
+					t.Errorf("state changed:\n before %+v\n after  %+v", before, after)
+				}
+			})
+		}
+	})
+}

@@ -1,0 +1,119 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseConfig(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		wantErr []string
+	}{
+		{"defaults", nil, nil, nil},
+		{"mysql needs a token", map[string]string{"SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/seckill"}, nil,
+			[]string{"SECKILL_ADMIN_TOKEN is required"}},
+		{"every bad value reported", map[string]string{"SECKILL_STRATEGY": "magic", "SECKILL_REDIS_URL": "localhost:6379", "SECKILL_ADMIN_TOKEN": "short"}, nil,
+			[]string{"SECKILL_STRATEGY=\"magic\"", "SECKILL_REDIS_URL=\"localhost:6379\"", "at least 16 characters"}},
+		{"bad duration", map[string]string{"SECKILL_LOCK_WAIT": "soon"}, nil, []string{"SECKILL_LOCK_WAIT=\"soon\""}},
+		{"flag wins over env", map[string]string{"SECKILL_STRATEGY": "magic"}, []string{"-strategy", "lock"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			_, err := app.ParseConfig(fs, tc.args, env(tc.env))
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("got error %v, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestHelpListsEverySetting(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := app.Main([]string{"--help"}, env(nil), &out, &errb); code != 0 {
+		t.Fatalf("exit code: got %d, want 0", code)
+	}
+	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT", "migrate"} {
+		if !strings.Contains(errb.String(), v) {
+			t.Errorf("--help does not mention %s:\n%s", v, errb.String())
+		}
+	}
+}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		e := env(map[string]string{"SECKILL_MYSQL_DSN": b.MySQLDSN, "SECKILL_SQLITE_PATH": b.SQLitePath, "SECKILL_ADMIN_TOKEN": apptest.Token})
+		var out, errb bytes.Buffer
+		if code := app.Main([]string{"migrate"}, e, &out, &errb); code != 0 {
+			t.Fatalf("first migrate: exit %d: %s", code, errb.String())
+		}
+		if !strings.Contains(out.String(), "applied migrations [1]") {
+			t.Errorf("first migrate said %q, want it to apply version 1", out.String())
+		}
+		out.Reset()
+		if code := app.Main([]string{"migrate"}, e, &out, &errb); code != 0 {
+			t.Fatalf("second migrate: exit %d: %s", code, errb.String())
+		}
+		if !strings.Contains(out.String(), "already up to date") {
+			t.Errorf("second migrate said %q, want already up to date", out.String())
+		}
+	})
+}
+
+func TestMissingMySQLDatabaseIsReported(t *testing.T) {
+	b := testenv.Real(t)
+	dsn := strings.Replace(b.MySQLDSN, "/seckill_t_", "/seckill_missing_", 1)
+	var out, errb bytes.Buffer
+	code := app.Main([]string{"migrate"}, env(map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_ADMIN_TOKEN": apptest.Token}), &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "does not exist") || !strings.Contains(errb.String(), "never creates it") {
+		t.Errorf("got exit %d and %q, want a failure saying the database does not exist", code, errb.String())
+	}
+}
+
+// The embedded default: nothing configured but a file path.
+func TestEmbeddedDefaultSells(t *testing.T) {
+	a, err := app.New(context.Background(), app.Config{SQLitePath: filepath.Join(t.TempDir(), "seckill.db")},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if len(a.AdminToken()) != 32 {
+		t.Errorf("generated admin token %q: want 32 hex characters", a.AdminToken())
+	}
+	if !strings.Contains(strings.Join(a.Backends(), ";"), "embedded redis") {
+		t.Errorf("backends %v: want the embedded redis", a.Backends())
+	}
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	c := apptest.NewClient(srv.URL, a.AdminToken())
+	it := c.CreateItem(t, 1, "lua")
+	if r, _ := c.PlaceOrder(it.ID, "alice", ""); r.Status != 201 {
+		t.Errorf("first order: got %d %s, want 201", r.Status, r.Body)
+	}
+	if r, _ := c.PlaceOrder(it.ID, "bob", ""); r.Status != 409 || r.ErrorCode() != "sold_out" {
+		t.Errorf("second order: got %d %s, want 409 sold_out", r.Status, r.Body)
+	}
+}
