@@ -2,44 +2,43 @@ package stock
 
 import (
 	"context"
-	_ "embed"
 	"errors"
-	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed lua/claim.lua
-var claimSrc string
-
-var claimScript = redis.NewScript(claimSrc)
-
-// claim states, as the claim script names them.
+// What an earlier request with the same Idempotency-Key achieved.
 const (
-	claimNew      = "new"      // first request with this key
-	claimPending  = "pending"  // an earlier request with this key has no order (yet)
-	claimDone     = "done"     // an earlier request with this key placed an order
-	claimConflict = "conflict" // the key belongs to another user
+	claimNew     = "new"     // none: this is the first request with the key
+	claimPending = "pending" // it placed no order (yet)
+	claimDone    = "done"    // it placed an order
 )
 
 // claim binds an Idempotency-Key to a user in Redis and says what an
-// earlier request with it achieved. Redis may lose the binding; the
+// earlier request with it achieved. The value is "<user id>|<order id>", the
+// order id empty until known (user ids never contain '|'). One SET NX GET
+// (Redis 7.0+) claims and reads at once. Redis may lose the binding; the
 // database's UNIQUE(item_id, idempotency_key) still refuses a second order
 // under one key.
 func (s *Service) claim(ctx context.Context, req OrderRequest) (state, orderID string, err error) {
-	res, err := claimScript.Run(ctx, s.rdb, []string{s.keys.idem(req.ItemID, req.IdempotencyKey)},
-		req.UserID, int64(s.cfg.IdempotencyTTL/time.Second)).StringSlice()
+	prev, err := s.rdb.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+		redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL}).Result()
+	if errors.Is(err, redis.Nil) {
+		return claimNew, "", nil
+	}
 	if err != nil {
 		return "", "", redisError("claim idempotency key", err)
 	}
-	if len(res) != 2 {
-		return "", "", fmt.Errorf("redis: claim: unexpected reply %q", res)
-	}
-	if res[0] == claimConflict {
+	user, order, ok := strings.Cut(prev, "|")
+	switch {
+	case !ok || user != req.UserID:
 		return "", "", ErrIdempotencyConflict
+	case order != "":
+		return claimDone, order, nil
 	}
-	return res[0], res[1], nil
+	return claimPending, "", nil
 }
 
 // settle records the order placed under a key, so replays are answered

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,10 @@ import (
 //
 // Requests for one item first queue on a per-process gate, so only one
 // goroutine per process contends for the Redis lock at a time; the others
-// wait in memory without touching Redis.
+// wait in memory without touching Redis. When requests are queued behind
+// the holder, the Redis lock passes straight to the next one (same lease,
+// same fence) instead of being released and taken again, for at most
+// maxHold, so other instances get their turn.
 type LockStrategy struct {
 	store  *Store
 	log    *slog.Logger
@@ -29,19 +33,27 @@ type LockStrategy struct {
 	ttl    time.Duration
 	wait   time.Duration
 
-	gates   sync.Map // int64 -> chan struct{} (capacity 1)
-	soldOut sync.Map // int64 -> time.Time: sold out as of then, trusted for soldOutFor
+	gates   sync.Map // int64 -> *itemGate
+	soldOut *soldOutMemo
+}
+
+// maxHold bounds how long one process keeps an item's Redis lock while
+// handing it from request to request.
+const maxHold = 250 * time.Millisecond
+
+// itemGate queues this process's requests for one item. held is touched
+// only by the goroutine that holds sem.
+type itemGate struct {
+	sem     chan struct{} // capacity 1
+	waiting atomic.Int64
+	held    *lock.Lock
+	since   time.Time
 }
 
 var _ Strategy = (*LockStrategy)(nil)
 
-// soldOutFor is how long a "sold out" answer from the database is trusted
-// without asking again. Stock raised through this process clears it at once;
-// raised through another instance, it is seen within this time.
-const soldOutFor = time.Second
-
-func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, log *slog.Logger) *LockStrategy {
-	return &LockStrategy{store: store, log: log, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait}
+func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, memo *soldOutMemo, log *slog.Logger) *LockStrategy {
+	return &LockStrategy{store: store, log: log, locker: lock.New(rdb, nil), keys: keys, ttl: ttl, wait: wait, soldOut: memo}
 }
 
 // Buy waits (bounded) for the item's lock and sells one unit under it.
@@ -49,70 +61,114 @@ func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orde
 	if err := it.window(time.Now()); err != nil {
 		return nil, err
 	}
-	if s.knownSoldOut(it.ID) {
-		return nil, ErrSoldOut
-	}
 	ctx, cancel := context.WithTimeout(ctx, s.wait)
 	defer cancel()
 
-	gate := s.gate(it.ID)
+	g := s.gate(it.ID)
+	g.waiting.Add(1)
 	select {
-	case gate <- struct{}{}:
+	case g.sem <- struct{}{}:
+		g.waiting.Add(-1)
 	case <-ctx.Done():
+		g.waiting.Add(-1)
+		s.dropIdle(it.ID, g)
 		return nil, fmt.Errorf("waited %s for item %d: %w", s.wait, it.ID, ErrUnavailable)
 	}
-	defer func() { <-gate }()
-	if s.knownSoldOut(it.ID) {
+	defer func() { s.handOn(it.ID, g); <-g.sem }()
+	// Whoever held the gate before may have found the item sold out.
+	if s.soldOut.soldOut(it.ID) {
 		return nil, ErrSoldOut
 	}
-
-	wait := s.wait
-	if dl, ok := ctx.Deadline(); ok {
-		wait = time.Until(dl)
-	}
-	if wait <= 0 {
-		return nil, fmt.Errorf("waited %s for item %d: %w", s.wait, it.ID, ErrUnavailable)
-	}
-	l, err := s.locker.Obtain(ctx, s.keys.lock(it.ID), s.ttl, &lock.Options{Wait: wait})
+	l, err := s.obtain(ctx, it.ID, g)
 	if err != nil {
-		if errors.Is(err, lock.ErrNotObtained) {
-			return nil, fmt.Errorf("lock for item %d: %w: %w", it.ID, ErrUnavailable, err)
-		}
-		return nil, redisError("obtain lock", err)
+		return nil, err
 	}
-	defer func() {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.ttl)
-		defer rcancel()
-		// A lapsed lease is harmless here (the fence guarded the write), but
-		// worth knowing about: the next holder waited for nothing.
-		if err := l.Release(rctx); err != nil {
-			s.log.Warn("lock release", "item", it.ID, "err", err)
-		}
-	}()
-
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	err = s.store.InsertOrder(ctx, o, req.IdempotencyKey, l.Fence())
-	if errors.Is(err, ErrSoldOut) {
-		s.soldOut.Store(it.ID, time.Now())
-	}
-	if err != nil {
+	if err := s.store.InsertOrder(ctx, o, req.IdempotencyKey, l.Fence()); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
-func (s *LockStrategy) gate(id int64) chan struct{} {
-	if g, ok := s.gates.Load(id); ok {
-		return g.(chan struct{})
+// obtain returns the Redis lock the gate already holds, if its lease is
+// still good, or takes it. The caller holds g.sem.
+func (s *LockStrategy) obtain(ctx context.Context, itemID int64, g *itemGate) (*lock.Lock, error) {
+	if g.held != nil && g.held.Context().Err() == nil {
+		return g.held, nil
 	}
-	g, _ := s.gates.LoadOrStore(id, make(chan struct{}, 1))
-	return g.(chan struct{})
+	g.held = nil
+	wait := time.Until(deadline(ctx, s.wait))
+	if wait <= 0 {
+		return nil, fmt.Errorf("waited %s for item %d: %w", s.wait, itemID, ErrUnavailable)
+	}
+	l, err := s.locker.Obtain(ctx, s.keys.lock(itemID), s.ttl, &lock.Options{Wait: wait})
+	if err != nil {
+		if errors.Is(err, lock.ErrNotObtained) {
+			return nil, fmt.Errorf("lock for item %d: %w: %w", itemID, ErrUnavailable, err)
+		}
+		return nil, redisError("obtain lock", err)
+	}
+	g.held, g.since = l, time.Now()
+	return l, nil
 }
 
-func (s *LockStrategy) knownSoldOut(id int64) bool {
-	v, ok := s.soldOut.Load(id)
-	return ok && time.Since(v.(time.Time)) < soldOutFor
+// handOn keeps the Redis lock for the next queued request, or releases it
+// when nobody waits or it has been held long enough. The caller holds g.sem.
+func (s *LockStrategy) handOn(itemID int64, g *itemGate) {
+	if g.held == nil || (g.waiting.Load() > 0 && time.Since(g.since) < maxHold && g.held.Context().Err() == nil) {
+		return
+	}
+	s.release(itemID, g)
 }
 
-// stockChanged forgets a remembered "sold out" after an admin change.
-func (s *LockStrategy) stockChanged(id int64) { s.soldOut.Delete(id) }
+// dropIdle releases a lock left for a waiter that gave up, if the gate is free.
+func (s *LockStrategy) dropIdle(itemID int64, g *itemGate) {
+	select {
+	case g.sem <- struct{}{}:
+		if g.waiting.Load() == 0 && g.held != nil {
+			s.release(itemID, g)
+		}
+		<-g.sem
+	default: // the holder decides when it is done
+	}
+}
+
+func (s *LockStrategy) release(itemID int64, g *itemGate) {
+	l := g.held
+	g.held = nil
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	defer cancel()
+	// A lapsed lease is harmless (the fence guarded the writes), but worth
+	// knowing about.
+	if err := l.Release(ctx); err != nil {
+		s.log.Warn("lock release", "item", itemID, "err", err)
+	}
+}
+
+func (s *LockStrategy) gate(id int64) *itemGate {
+	if g, ok := s.gates.Load(id); ok {
+		return g.(*itemGate)
+	}
+	g, _ := s.gates.LoadOrStore(id, &itemGate{sem: make(chan struct{}, 1)})
+	return g.(*itemGate)
+}
+
+// close releases every lock the gates still hold.
+func (s *LockStrategy) close() {
+	s.gates.Range(func(k, v any) bool {
+		g := v.(*itemGate)
+		g.sem <- struct{}{}
+		if g.held != nil {
+			s.release(k.(int64), g)
+		}
+		<-g.sem
+		return true
+	})
+}
+
+func deadline(ctx context.Context, d time.Duration) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(d)
+}

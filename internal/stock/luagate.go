@@ -34,7 +34,7 @@ var (
 // reservation whose write fails is handed back.
 type LuaGate struct {
 	store *Store
-	rdb   redis.Scripter
+	rdb   redis.UniversalClient
 	keys  keyspace
 	log   *slog.Logger
 
@@ -47,7 +47,7 @@ type LuaGate struct {
 
 var _ Strategy = (*LuaGate)(nil)
 
-func newLuaGate(store *Store, rdb redis.Scripter, keys keyspace, log *slog.Logger) *LuaGate {
+func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
 	return &LuaGate{store: store, rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
 }
 
@@ -117,6 +117,13 @@ func (g *LuaGate) seed(ctx context.Context, id int64) error {
 		g.log.Info("gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold)
 	}
 	return nil
+}
+
+// reserved reports whether the gate holds a reservation for the user, whose
+// order may not be committed yet. Errors count as no.
+func (g *LuaGate) reserved(ctx context.Context, itemID int64, userID string) bool {
+	ok, err := g.rdb.HExists(ctx, g.keys.buyers(itemID), userID).Result()
+	return err == nil && ok
 }
 
 // setStock sets the gate's stock; absent gates stay absent (rebuilt on demand).

@@ -75,6 +75,7 @@ type Service struct {
 	// (strategy, sale window), so an order costs no database read to route.
 	items   sync.Map // int64 -> *Item
 	loading singleflight.Group
+	soldOut soldOutMemo
 }
 
 // NewService wires the strategies over one store and one Redis.
@@ -89,7 +90,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	}
 	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys}
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
-	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger)
+	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, &s.soldOut, cfg.Logger)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
 	return s, nil
 }
@@ -100,6 +101,7 @@ func knownStrategy(name string) bool { return name == StrategyLua || name == Str
 // the lock client's subscription.
 func (s *Service) Close() {
 	s.gate.Close()
+	s.locked.close()
 	_ = s.locked.locker.Close()
 }
 
@@ -177,7 +179,7 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (*Item, error) {
 			return nil, fmt.Errorf("stock saved in the database but the Redis gate still has %d; repeat the request: %w", old.Stock, err)
 		}
 	}
-	s.locked.stockChanged(id)
+	s.soldOut.forget(id)
 	return updated, nil
 }
 
@@ -220,7 +222,11 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	if err != nil {
 		return nil, false, fmt.Errorf("order id: %w", err)
 	}
-	o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String())
+	if s.soldOut.soldOut(it.ID) {
+		err = ErrSoldOut
+	} else if o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String()); errors.Is(err, ErrSoldOut) {
+		s.soldOut.mark(it.ID)
+	}
 	if err == nil {
 		if req.IdempotencyKey != "" {
 			s.settle(ctx, req, o.ID)
@@ -233,7 +239,10 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	// (UNIQUE(item_id, idempotency_key) checked before the user's key).
 	if req.IdempotencyKey != "" && (errors.Is(err, ErrAlreadyPurchased) || errors.Is(err, ErrSoldOut) ||
 		errors.Is(err, ErrIdempotencyConflict)) {
-		wait := errors.Is(err, ErrAlreadyPurchased) || state == claimPending
+		// Wait only when another attempt of this user may still be writing:
+		// the database or the gate says the user holds something.
+		wait := errors.Is(err, ErrAlreadyPurchased) ||
+			(errors.Is(err, ErrSoldOut) && it.Strategy == StrategyLua && s.gate.reserved(ctx, it.ID, req.UserID))
 		if prev := s.replay(ctx, req, wait); prev != nil {
 			return prev, true, nil
 		}

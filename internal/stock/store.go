@@ -147,7 +147,8 @@ var errFenceStale = errors.New("lock lost: a newer fencing token has written thi
 
 // InsertOrder writes o and takes one unit of its item in one transaction.
 // The UPDATE's WHERE clause is what makes oversell impossible; rows affected
-// is checked. fence, when positive, must be newer than the item's last fence.
+// is checked. fence, when positive, must be no older than the item's last
+// fence: the same lease may write many times, an older one never again.
 // The order row goes first so the hot items row is locked for as short a
 // time as possible.
 func (s *Store) InsertOrder(ctx context.Context, o *Order, idemKey string, fence int64) error {
@@ -164,7 +165,7 @@ func (s *Store) InsertOrder(ctx context.Context, o *Order, idemKey string, fence
 		}
 		var res *gorm.DB
 		if fence > 0 {
-			res = tx.Exec("UPDATE items SET sold = sold + 1, lock_fence = ?, updated_at = ? WHERE id = ? AND sold < stock AND lock_fence < ?",
+			res = tx.Exec("UPDATE items SET sold = sold + 1, lock_fence = ?, updated_at = ? WHERE id = ? AND sold < stock AND lock_fence <= ?",
 				fence, now, o.ItemID, fence)
 		} else {
 			res = tx.Exec("UPDATE items SET sold = sold + 1, updated_at = ? WHERE id = ? AND sold < stock", now, o.ItemID)
@@ -185,7 +186,7 @@ func (s *Store) InsertOrder(ctx context.Context, o *Order, idemKey string, fence
 		if row.Sold >= row.Stock {
 			return ErrSoldOut
 		}
-		if fence > 0 && row.LockFence >= fence {
+		if fence > 0 && row.LockFence > fence {
 			return fmt.Errorf("fence %d, item has %d: %w: %w", fence, row.LockFence, errFenceStale, ErrUnavailable)
 		}
 		return fmt.Errorf("item %d: unexpected zero rows updated", o.ItemID)

@@ -36,10 +36,8 @@ func Start(t *testing.T, b testenv.Backend, edit ...func(*app.Config)) (*app.App
 	for _, e := range edit {
 		e(&cfg)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
+	// Warnings go to the test log, which is shown when the test fails.
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := app.New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("start app on %s: %v", b.Name, err)
