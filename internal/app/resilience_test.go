@@ -12,11 +12,14 @@ import (
 )
 
 // stampede sends one order per user from workers goroutines and returns how
-// many were answered 201. during runs once a third of the users have gone.
+// many were answered 201. during runs in its own goroutine once a third of
+// the users have gone; users past the half wait until it has finished, so
+// some attempts race it and enough come after it.
 func stampede(t *testing.T, c *apptest.Client, itemID int64, users, workers int, during func()) int64 {
 	t.Helper()
 	var next, created atomic.Int64
 	var once sync.Once
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -28,7 +31,10 @@ func stampede(t *testing.T, c *apptest.Client, itemID int64, users, workers int,
 					return
 				}
 				if n == int64(users/3) {
-					once.Do(during)
+					once.Do(func() { go func() { defer close(done); during() }() })
+				}
+				if n > int64(users/2) {
+					<-done
 				}
 				r, err := c.PlaceOrder(itemID, fmt.Sprintf("u%05d", n), "")
 				switch {
@@ -99,8 +105,8 @@ func TestStockRaisedDuringSale(t *testing.T) {
 						t.Errorf("raise stock: got %d %s", r.Status, r.Body)
 					}
 				}
-				// The raise comes after 100 attempts, when the first 40 are gone:
-				// the sale must reopen.
+				// The raise starts after 100 attempts, when the first 40 are
+				// gone, and races the next 50: the sale must reopen.
 				created := stampede(t, c, it.ID, 300, 32, raise)
 				checkSold(t, b, c, it.ID, 90, created)
 			})

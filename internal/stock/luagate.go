@@ -53,48 +53,54 @@ func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slo
 
 // Buy reserves a unit in Redis, then writes the order.
 func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string) (*Order, error) {
-	if err := g.reserve(ctx, it, req.UserID, orderID); err != nil {
+	stockSeen, err := g.reserve(ctx, it, req.UserID, orderID)
+	if err != nil {
 		return nil, err
 	}
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	err := g.store.InsertOrder(ctx, o, req.IdempotencyKey, 0)
+	err = g.store.InsertOrder(ctx, o, req.IdempotencyKey, 0)
 	if err == nil {
 		return o, nil
 	}
-	g.handBack(it.ID, req.UserID, orderID, errors.Is(err, ErrSoldOut))
+	soldOutAt := ""
+	if errors.Is(err, ErrSoldOut) {
+		soldOutAt = stockSeen
+	}
+	g.handBack(it.ID, req.UserID, orderID, soldOutAt)
 	return nil, err
 }
 
-func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string) error {
+// reserve runs the gate script and returns the gate's stock it saw.
+func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string) (string, error) {
 	for attempt := 0; ; attempt++ {
 		res, err := reserveScript.Run(ctx, g.rdb, []string{g.keys.meta(it.ID), g.keys.buyers(it.ID)},
 			userID, orderID, time.Now().UnixMilli()).StringSlice()
 		if err != nil {
-			return redisError("reserve", err)
+			return "", redisError("reserve", err)
 		}
-		if len(res) != 2 {
-			return fmt.Errorf("redis: reserve: unexpected reply %q", res)
+		if len(res) != 3 {
+			return "", fmt.Errorf("redis: reserve: unexpected reply %q", res)
 		}
 		switch res[0] {
 		case "ok":
-			return nil
+			return res[2], nil
 		case "dup":
-			return ErrAlreadyPurchased
+			return "", ErrAlreadyPurchased
 		case "sold_out":
-			return ErrSoldOut
+			return "", ErrSoldOut
 		case "not_started":
-			return ErrSaleNotStarted
+			return "", ErrSaleNotStarted
 		case "ended":
-			return ErrSaleEnded
+			return "", ErrSaleEnded
 		case "missing":
 			if attempt > 0 {
-				return fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, ErrUnavailable)
+				return "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, ErrUnavailable)
 			}
 			if err := g.seed(ctx, it.ID); err != nil {
-				return err
+				return "", err
 			}
 		default:
-			return fmt.Errorf("redis: reserve: unexpected status %q", res[0])
+			return "", fmt.Errorf("redis: reserve: unexpected status %q", res[0])
 		}
 	}
 }
@@ -137,16 +143,12 @@ func (g *LuaGate) setStock(ctx context.Context, id, stock int64) error {
 // handBack returns a reservation whose write failed. It must not depend on
 // the request's context, which may be what failed; when Redis is down too it
 // keeps trying in the background for a while.
-func (g *LuaGate) handBack(itemID int64, userID, orderID string, soldOut bool) {
-	flag := "0"
-	if soldOut {
-		flag = "1"
-	}
+func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
 	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID)}
 	try := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		return handbackScript.Run(ctx, g.rdb, keys, userID, orderID, flag).Err()
+		return handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt).Err()
 	}
 	if err := try(); err == nil {
 		return

@@ -222,10 +222,11 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	if err != nil {
 		return nil, false, fmt.Errorf("order id: %w", err)
 	}
+	gen := s.soldOut.generation(it.ID)
 	if s.soldOut.soldOut(it.ID) {
 		err = ErrSoldOut
 	} else if o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String()); errors.Is(err, ErrSoldOut) {
-		s.soldOut.mark(it.ID)
+		s.soldOut.mark(it.ID, gen)
 	}
 	if err == nil {
 		if req.IdempotencyKey != "" {

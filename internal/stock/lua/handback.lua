@@ -1,16 +1,17 @@
 -- Hand a reservation back after its database write failed. Idempotent: only
 -- the attempt that still owns the buyer entry returns the unit, once.
 -- KEYS[1] item meta hash, KEYS[2] buyers hash
--- ARGV[1] user id, ARGV[2] order id, ARGV[3] '1' when the database said the
--- item is sold out, so the gate stops sending buyers there.
+-- ARGV[1] user id, ARGV[2] order id, ARGV[3] the gate's stock when the
+-- database said the item is sold out ('' otherwise): the gate stops sending
+-- buyers there until the stock changes.
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
   return 0
 end
 redis.call('HDEL', KEYS[2], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HINCRBY', KEYS[1], 'taken', -1)
-  if ARGV[3] == '1' then
-    redis.call('HSET', KEYS[1], 'soldout', '1')
+  if ARGV[3] ~= '' then
+    redis.call('HSET', KEYS[1], 'soldout', ARGV[3])
   end
 end
 return 1

@@ -5,5 +5,5 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'taken', ARGV[2], 'starts', ARGV[3], 'ends', ARGV[4], 'soldout', '0')
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'taken', ARGV[2], 'starts', ARGV[3], 'ends', ARGV[4], 'soldout', '')
 return 1

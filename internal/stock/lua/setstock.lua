@@ -5,5 +5,5 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'soldout', '0')
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'soldout', '')
 return 1
