@@ -26,6 +26,7 @@ type fakeBugs struct {
 	async         bool // answer 202 pending and persist after asyncDelay
 	asyncDelay    time.Duration
 	asyncLoseNth  int  // with async: the n-th accepted order is never persisted
+	asyncStuckNth int  // with async: the n-th accepted order stays pending forever
 	soldDriftBy   int  // the sold counter reported by the admin API is off by this much
 	remainingLies bool // remaining reported as stock (not stock - sold)
 	// Not defects: conditions a correct service can show.
@@ -224,6 +225,9 @@ func (f *fakeService) decide(it *fakeItem, user string) (int, any) {
 		o.Status = "pending"
 		f.orders[o.ID] = o
 		lose := f.bugs.asyncLoseNth == it.okSeq
+		if f.bugs.asyncStuckNth == it.okSeq {
+			return 202, map[string]any{"id": o.ID, "status": "pending"}
+		}
 		f.wg.Go(func() {
 			time.Sleep(f.bugs.asyncDelay)
 			f.mu.Lock()

@@ -191,6 +191,21 @@ func TestLostAsyncOrderFails(t *testing.T) {
 	wantVerdict(t, rep, "3a", "FAIL")
 }
 
+func TestOrderPendingForeverFails(t *testing.T) {
+	rep := runFake(t, fakeBugs{async: true, asyncDelay: 50 * time.Millisecond, asyncStuckNth: 4}, true, func(c *harness.Config) {
+		c.DrainTimeout = 500 * time.Millisecond
+	})
+	if rep.Pass {
+		t.Fatal("an accepted order that never left pending passed")
+	}
+	wantVerdict(t, rep, "3a", "FAIL")
+	for _, s := range rep.Strategies {
+		if s.Drain.StillPending != 1 || s.Drain.Persisted != 49 {
+			t.Errorf("strategy %s: drain %+v, want 49 persisted and 1 still pending", s.Strategy, s.Drain)
+		}
+	}
+}
+
 func TestTwoOrdersForOneUserFails(t *testing.T) {
 	rep := runFake(t, fakeBugs{doubleUser: true}, false, nil)
 	if rep.Pass {
