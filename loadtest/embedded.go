@@ -23,7 +23,6 @@ type embeddedOptions struct {
 	MySQLDSN  string // empty = embedded SQLite in a temp dir
 	RedisURL  string // empty = in-process miniredis
 	KeyPrefix string // empty = "loadtest-<random>"
-	Strategy  string // default strategy of the service; empty = its default
 	Log       io.Writer
 }
 
@@ -60,7 +59,6 @@ func startEmbedded(ctx context.Context, opts embeddedOptions) (*embeddedService,
 		MySQLDSN:        opts.MySQLDSN,
 		SQLitePath:      filepath.Join(dir, "seckill.db"),
 		AdminToken:      randHex(16),
-		Strategy:        opts.Strategy,
 		KeyPrefix:       opts.KeyPrefix,
 		ShutdownTimeout: 5 * time.Second,
 	}
