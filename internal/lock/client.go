@@ -18,6 +18,12 @@ type RedisClient interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
+var (
+	_ RedisClient = (*redis.Client)(nil)
+	_ RedisClient = (*redis.ClusterClient)(nil)
+	_ RedisClient = (*redis.Ring)(nil)
+)
+
 // ClientOptions configure a Client. A nil *ClientOptions means defaults.
 type ClientOptions struct {
 	// Observer receives latency, attempt, wait, hold, refresh-failure and

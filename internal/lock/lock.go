@@ -104,7 +104,7 @@ func (l *Lock) Context() context.Context {
 // the lock had expired, ErrHeldByOther when someone else holds it now, and
 // ErrReleased when this Lock was already released. All match ErrNotHeld.
 // On other errors (e.g. network) the state is unknown; calling Release again
-// is safe and reports correctly.
+// is safe and reports correctly. Release stops the watchdog either way.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return ErrNotHeld
@@ -147,6 +147,10 @@ func (l *Lock) Release(ctx context.Context) error {
 			cause = ErrReleased
 		}
 		l.endLease(cause, false)
+	} else {
+		l.mu.Lock()
+		l.releasing = false // unknown outcome: refresh failures count again
+		l.mu.Unlock()
 	}
 	l.client.obs.Released(ReleaseEvent{Key: l.key, Held: time.Since(l.sentAt), Err: err})
 	return err

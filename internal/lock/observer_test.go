@@ -58,6 +58,7 @@ func TestObserverEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	<-first.Context().Done() // its lease timer fired on its own; nothing else could end it yet
 	if err := first.Refresh(ctx, time.Second); !errors.Is(err, lock.ErrHeldByOther) {
 		t.Fatalf("Refresh = %v", err)
 	}

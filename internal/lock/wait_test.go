@@ -401,3 +401,49 @@ func holdAndHang(key string) {
 	fmt.Printf("held %d\n", l.Fence())
 	select {} // until killed
 }
+
+// The shared pub/sub connection is killed while a waiter waits; go-redis
+// reconnects and resubscribes, and the next release still wakes the waiter
+// well before its 20s+ poll.
+func TestWakeupSurvivesPubSubReconnect(t *testing.T) {
+	ctx := context.Background()
+	rdb := privateRedis(t)
+	c := newClient(t, rdb, nil)
+
+	holder, err := c.Obtain(ctx, "reconnect", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		l, err := c.Obtain(ctx, "reconnect", time.Minute, &lock.Options{Wait: time.Minute, PollInterval: 40 * time.Second})
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	for rdb.PubSubNumSub(ctx, "{reconnect}:wake").Val()["{reconnect}:wake"] != 1 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n != 1 {
+		t.Fatalf("CLIENT KILL TYPE pubsub = %d, %v", n, err)
+	}
+	for rdb.PubSubNumSub(ctx, "{reconnect}:wake").Val()["{reconnect}:wake"] != 1 {
+		if time.Since(start) > 15*time.Second {
+			t.Fatal("the wake channel was not resubscribed within 15s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("waiter not woken 15s after the release (poll interval 20s+)")
+	}
+}

@@ -51,6 +51,46 @@ func (s *Service) settle(ctx context.Context, req OrderRequest, orderID string) 
 	}
 }
 
+// twinOrder finds the order that another request with the same key placed,
+// when the refusal err may be its doing: two requests with one key race and
+// the other one wins.
+func (s *Service) twinOrder(ctx context.Context, it *Item, req OrderRequest, err error) *Order {
+	switch {
+	case errors.Is(err, ErrAlreadyPurchased):
+		// The user holds an order or a reservation: is it under this key?
+		return s.replay(ctx, req, true)
+	case errors.Is(err, ErrIdempotencyConflict):
+		// The database may report the twin as a clash on the key itself.
+		return s.replay(ctx, req, false)
+	case errors.Is(err, ErrSoldOut):
+		// A twin that got in before the sell-out has settled the key (the
+		// strategies settle before anyone can see sold out) or, in the lua
+		// gate, holds a reservation whose write may be in flight.
+		if id := s.settled(ctx, req); id != "" {
+			if o, err := s.store.Order(ctx, id); err == nil {
+				return o
+			}
+		}
+		if it.Strategy == StrategyLua && s.gate.reserved(ctx, it.ID, req.UserID) {
+			return s.replay(ctx, req, true)
+		}
+	}
+	return nil
+}
+
+// settled returns the order id recorded under the key, or "".
+func (s *Service) settled(ctx context.Context, req OrderRequest) string {
+	v, err := s.rdb.Get(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey)).Result()
+	if err != nil {
+		return ""
+	}
+	user, order, _ := strings.Cut(v, "|")
+	if user != req.UserID {
+		return ""
+	}
+	return order
+}
+
 // replay finds the order that another request with the same key placed.
 // With wait, that request may still be in flight, so it waits up to
 // ReplayWait for its order to commit.

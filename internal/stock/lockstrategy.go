@@ -57,7 +57,7 @@ func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl
 }
 
 // Buy waits (bounded) for the item's lock and sells one unit under it.
-func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string) (*Order, error) {
+func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string, committed func(*Order)) (*Order, error) {
 	if err := it.window(time.Now()); err != nil {
 		return nil, err
 	}
@@ -86,6 +86,11 @@ func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orde
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
 	if err := s.store.InsertOrder(ctx, o, req.IdempotencyKey, l.Fence()); err != nil {
 		return nil, err
+	}
+	// Still inside the gate: whoever finds the item sold out after this
+	// sees the order settled under its key.
+	if committed != nil {
+		committed(o)
 	}
 	return o, nil
 }

@@ -52,7 +52,7 @@ func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slo
 }
 
 // Buy reserves a unit in Redis, then writes the order.
-func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string) (*Order, error) {
+func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string, committed func(*Order)) (*Order, error) {
 	stockSeen, err := g.reserve(ctx, it, req.UserID, orderID)
 	if err != nil {
 		return nil, err
@@ -60,6 +60,9 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
 	err = g.store.InsertOrder(ctx, o, req.IdempotencyKey, 0)
 	if err == nil {
+		if committed != nil {
+			committed(o)
+		}
 		return o, nil
 	}
 	soldOutAt := ""

@@ -17,8 +17,10 @@ import (
 
 // Strategy sells one unit of an item to one user. Each strategy must be
 // correct under any concurrency; the database write is the last word.
+// committed, when not nil, is called once the order is committed, before
+// anything that lets other requests see the item sold out.
 type Strategy interface {
-	Buy(ctx context.Context, it *Item, req OrderRequest, orderID string) (*Order, error)
+	Buy(ctx context.Context, it *Item, req OrderRequest, orderID string, committed func(*Order)) (*Order, error)
 }
 
 // Config tunes a Service. Zero values mean the documented defaults.
@@ -222,29 +224,21 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	if err != nil {
 		return nil, false, fmt.Errorf("order id: %w", err)
 	}
+	var committed func(*Order)
+	if req.IdempotencyKey != "" {
+		committed = func(o *Order) { s.settle(ctx, req, o.ID) }
+	}
 	gen := s.soldOut.generation(it.ID)
 	if s.soldOut.soldOut(it.ID) {
 		err = ErrSoldOut
-	} else if o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String()); errors.Is(err, ErrSoldOut) {
+	} else if o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String(), committed); errors.Is(err, ErrSoldOut) {
 		s.soldOut.mark(it.ID, gen)
 	}
 	if err == nil {
-		if req.IdempotencyKey != "" {
-			s.settle(ctx, req, o.ID)
-		}
 		return o, false, nil
 	}
-	// A refusal under a key may be a twin's doing: two requests with the
-	// same key race, and the other one placed the order. Answer as it did.
-	// The database may report the twin as a clash on the key itself
-	// (UNIQUE(item_id, idempotency_key) checked before the user's key).
-	if req.IdempotencyKey != "" && (errors.Is(err, ErrAlreadyPurchased) || errors.Is(err, ErrSoldOut) ||
-		errors.Is(err, ErrIdempotencyConflict)) {
-		// Wait only when another attempt of this user may still be writing:
-		// the database or the gate says the user holds something.
-		wait := errors.Is(err, ErrAlreadyPurchased) ||
-			(errors.Is(err, ErrSoldOut) && it.Strategy == StrategyLua && s.gate.reserved(ctx, it.ID, req.UserID))
-		if prev := s.replay(ctx, req, wait); prev != nil {
+	if req.IdempotencyKey != "" {
+		if prev := s.twinOrder(ctx, it, req, err); prev != nil {
 			return prev, true, nil
 		}
 	}

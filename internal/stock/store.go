@@ -17,11 +17,15 @@ import (
 
 // Store is the source of truth: items and orders in MySQL or SQLite.
 type Store struct {
-	db *gorm.DB
+	db  *gorm.DB
+	sql *sql.DB // the hot path, without gorm's per-call work
 }
 
 // NewStore wraps an open gorm handle whose schema is migrated.
-func NewStore(db *gorm.DB) *Store { return &Store{db: db} }
+func NewStore(db *gorm.DB) *Store {
+	sqlDB, _ := db.DB()
+	return &Store{db: db, sql: sqlDB}
+}
 
 type itemRow struct {
 	ID         int64 `gorm:"primaryKey"`
@@ -157,45 +161,66 @@ func (s *Store) InsertOrder(ctx context.Context, o *Order, idemKey string, fence
 	if idemKey != "" {
 		key = &idemKey
 	}
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		err := tx.Exec("INSERT INTO orders (id, item_id, user_id, status, idempotency_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-			o.ID, o.ItemID, o.UserID, StatusCreated, key, now, now).Error
-		if err != nil {
-			return insertError(err)
-		}
-		var res *gorm.DB
-		if fence > 0 {
-			res = tx.Exec("UPDATE items SET sold = sold + 1, lock_fence = ?, updated_at = ? WHERE id = ? AND sold < stock AND lock_fence <= ?",
-				fence, now, o.ItemID, fence)
-		} else {
-			res = tx.Exec("UPDATE items SET sold = sold + 1, updated_at = ? WHERE id = ? AND sold < stock", now, o.ItemID)
-		}
-		if res.Error != nil {
-			return dbError("take unit", res.Error)
-		}
-		if res.RowsAffected == 1 {
-			return nil
-		}
-		var row itemRow
-		if err := tx.Select("sold", "stock", "lock_fence").Take(&row, o.ItemID).Error; err != nil {
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return fmt.Errorf("item %d: %w", o.ItemID, ErrNotFound)
-			}
-			return dbError("read item", err)
-		}
-		if row.Sold >= row.Stock {
-			return ErrSoldOut
-		}
-		if fence > 0 && row.LockFence > fence {
-			return fmt.Errorf("fence %d, item has %d: %w: %w", fence, row.LockFence, errFenceStale, ErrUnavailable)
-		}
-		return fmt.Errorf("item %d: unexpected zero rows updated", o.ItemID)
-	})
-	if err != nil {
+	if err := s.insertOrder(ctx, o, key, fence, now); err != nil {
 		return txError(err)
 	}
 	o.Status, o.CreatedAt, o.UpdatedAt = StatusCreated, now, now
 	return nil
+}
+
+func (s *Store) insertOrder(ctx context.Context, o *Order, key *string, fence int64, now time.Time) (err error) {
+	tx, err := s.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return dbError("begin", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	_, err = tx.ExecContext(ctx, "INSERT INTO orders (id, item_id, user_id, status, idempotency_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		o.ID, o.ItemID, o.UserID, StatusCreated, key, now, now)
+	if err != nil {
+		return insertError(err)
+	}
+	var res sql.Result
+	if fence > 0 {
+		res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + 1, lock_fence = ?, updated_at = ? WHERE id = ? AND sold < stock AND lock_fence <= ?",
+			fence, now, o.ItemID, fence)
+	} else {
+		res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + 1, updated_at = ? WHERE id = ? AND sold < stock", now, o.ItemID)
+	}
+	if err != nil {
+		return dbError("take unit", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return dbError("take unit", err)
+	}
+	if n != 1 {
+		return s.whyNotTaken(ctx, tx, o.ItemID, fence)
+	}
+	if err = tx.Commit(); err != nil {
+		return dbError("commit", err)
+	}
+	return nil
+}
+
+// whyNotTaken tells, inside the failed transaction, why no unit was taken.
+func (s *Store) whyNotTaken(ctx context.Context, tx *sql.Tx, itemID, fence int64) error {
+	var sold, stock, lastFence int64
+	err := tx.QueryRowContext(ctx, "SELECT sold, stock, lock_fence FROM items WHERE id = ?", itemID).Scan(&sold, &stock, &lastFence)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("item %d: %w", itemID, ErrNotFound)
+	case err != nil:
+		return dbError("read item", err)
+	case sold >= stock:
+		return ErrSoldOut
+	case fence > 0 && lastFence > fence:
+		return fmt.Errorf("fence %d, item has %d: %w: %w", fence, lastFence, errFenceStale, ErrUnavailable)
+	}
+	return fmt.Errorf("item %d: unexpected zero rows updated", itemID)
 }
 
 // Order reads one order by id.
