@@ -25,6 +25,11 @@ const (
 func (s *Service) claim(ctx context.Context, req OrderRequest) (state, orderID string, err error) {
 	prev, err := s.rdb.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
 		redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL}).Result()
+	return claimState(prev, err, req.UserID)
+}
+
+// claimState reads the reply of the claim's SET NX GET.
+func claimState(prev string, err error, userID string) (state, orderID string, _ error) {
 	if errors.Is(err, redis.Nil) {
 		return claimNew, "", nil
 	}
@@ -33,12 +38,46 @@ func (s *Service) claim(ctx context.Context, req OrderRequest) (state, orderID s
 	}
 	user, order, ok := strings.Cut(prev, "|")
 	switch {
-	case !ok || user != req.UserID:
+	case !ok || user != userID:
 		return "", "", ErrIdempotencyConflict
 	case order != "":
 		return claimDone, order, nil
 	}
 	return claimPending, "", nil
+}
+
+// soldOutKeyed answers a keyed request for an item this process knows is
+// sold out, in one round trip: it claims the key and, in the lua gate, asks
+// whether the user holds a reservation. A twin that committed an order
+// before the sell-out has settled the key by then (strategies settle before
+// anyone can see sold out), so the claim shows its order; a lua twin still
+// writing holds a reservation.
+func (s *Service) soldOutKeyed(ctx context.Context, it *Item, req OrderRequest) (*Order, bool, error) {
+	pipe := s.rdb.Pipeline()
+	claim := pipe.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+		redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+	var reserved *redis.BoolCmd
+	if it.Strategy == StrategyLua {
+		reserved = pipe.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, false, redisError("claim idempotency key", err)
+	}
+	state, orderID, err := claimState(claim.Val(), claim.Err(), req.UserID)
+	if err != nil {
+		return nil, false, err
+	}
+	if state == claimDone {
+		if o, err := s.store.Order(ctx, orderID); err == nil {
+			return o, true, nil
+		}
+	}
+	if reserved != nil && reserved.Val() {
+		if o := s.replay(ctx, req, true); o != nil {
+			return o, true, nil
+		}
+	}
+	return nil, false, ErrSoldOut
 }
 
 // settle records the order placed under a key, so replays are answered
@@ -65,30 +104,27 @@ func (s *Service) twinOrder(ctx context.Context, it *Item, req OrderRequest, err
 	case errors.Is(err, ErrSoldOut):
 		// A twin that got in before the sell-out has settled the key (the
 		// strategies settle before anyone can see sold out) or, in the lua
-		// gate, holds a reservation whose write may be in flight.
-		if id := s.settled(ctx, req); id != "" {
+		// gate, holds a reservation whose write may be in flight. One round
+		// trip asks both.
+		pipe := s.rdb.Pipeline()
+		claim := pipe.Get(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey))
+		var reserved *redis.BoolCmd
+		if it.Strategy == StrategyLua {
+			reserved = pipe.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil
+		}
+		if user, id, _ := strings.Cut(claim.Val(), "|"); user == req.UserID && id != "" {
 			if o, err := s.store.Order(ctx, id); err == nil {
 				return o
 			}
 		}
-		if it.Strategy == StrategyLua && s.gate.reserved(ctx, it.ID, req.UserID) {
+		if reserved != nil && reserved.Val() {
 			return s.replay(ctx, req, true)
 		}
 	}
 	return nil
-}
-
-// settled returns the order id recorded under the key, or "".
-func (s *Service) settled(ctx context.Context, req OrderRequest) string {
-	v, err := s.rdb.Get(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey)).Result()
-	if err != nil {
-		return ""
-	}
-	user, order, _ := strings.Cut(v, "|")
-	if user != req.UserID {
-		return ""
-	}
-	return order
 }
 
 // replay finds the order that another request with the same key placed.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,10 +34,11 @@ var (
 // written to the database, whose conditional UPDATE has the last word. A
 // reservation whose write fails is handed back.
 type LuaGate struct {
-	store *Store
-	rdb   redis.UniversalClient
-	keys  keyspace
-	log   *slog.Logger
+	store  *Store
+	writer *orderWriter // group commit: concurrent orders share a transaction
+	rdb    redis.UniversalClient
+	keys   keyspace
+	log    *slog.Logger
 
 	// Hand-backs that failed (Redis down) are retried in the background by
 	// goroutines that Close stops and waits for.
@@ -48,17 +50,32 @@ type LuaGate struct {
 var _ Strategy = (*LuaGate)(nil)
 
 func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
-	return &LuaGate{store: store, rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
+	return &LuaGate{store: store, writer: newOrderWriter(store), rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
 }
+
+// orphanAfter is the age past which a reservation without an order belongs
+// to a writer that died between the gate and the commit: no request lives
+// that long (it is bounded by the request deadline).
+const orphanAfter = time.Minute
 
 // Buy reserves a unit in Redis, then writes the order.
 func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string, committed func(*Order)) (*Order, error) {
 	stockSeen, err := g.reserve(ctx, it, req.UserID, orderID)
+	var dup *dupError
+	if errors.As(err, &dup) && g.orphaned(ctx, dup.orderID) {
+		// The process that reserved for this user died before writing.
+		// Give the unit back and try again, once.
+		if err := g.handBackNow(ctx, it.ID, req.UserID, dup.orderID, ""); err != nil {
+			return nil, err
+		}
+		g.log.Warn("orphaned reservation handed back", "item", it.ID, "user", req.UserID, "order", dup.orderID)
+		stockSeen, err = g.reserve(ctx, it, req.UserID, orderID)
+	}
 	if err != nil {
 		return nil, err
 	}
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	err = g.store.InsertOrder(ctx, o, req.IdempotencyKey, 0)
+	err = g.writer.write(o, req.IdempotencyKey)
 	if err == nil {
 		if committed != nil {
 			committed(o)
@@ -88,7 +105,7 @@ func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string)
 		case "ok":
 			return res[2], nil
 		case "dup":
-			return "", ErrAlreadyPurchased
+			return "", &dupError{orderID: res[1]}
 		case "sold_out":
 			return "", ErrSoldOut
 		case "not_started":
@@ -128,11 +145,25 @@ func (g *LuaGate) seed(ctx context.Context, id int64) error {
 	return nil
 }
 
-// reserved reports whether the gate holds a reservation for the user, whose
-// order may not be committed yet. Errors count as no.
-func (g *LuaGate) reserved(ctx context.Context, itemID int64, userID string) bool {
-	ok, err := g.rdb.HExists(ctx, g.keys.buyers(itemID), userID).Result()
-	return err == nil && ok
+// dupError is the gate's "already purchased", with the order id it holds.
+type dupError struct{ orderID string }
+
+func (e *dupError) Error() string        { return "already purchased (order " + e.orderID + ")" }
+func (e *dupError) Is(target error) bool { return target == ErrAlreadyPurchased }
+
+// orphaned reports whether the reservation for orderID is old enough that
+// its writer must be gone, and its order never reached the database.
+func (g *LuaGate) orphaned(ctx context.Context, orderID string) bool {
+	id, err := uuid.Parse(orderID)
+	if err != nil || id.Version() != 7 {
+		return false
+	}
+	sec, nsec := id.Time().UnixTime()
+	if time.Since(time.Unix(sec, nsec)) < orphanAfter {
+		return false
+	}
+	_, err = g.store.Order(ctx, orderID)
+	return errors.Is(err, ErrNotFound)
 }
 
 // setStock sets the gate's stock; absent gates stay absent (rebuilt on demand).
@@ -147,11 +178,10 @@ func (g *LuaGate) setStock(ctx context.Context, id, stock int64) error {
 // the request's context, which may be what failed; when Redis is down too it
 // keeps trying in the background for a while.
 func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
-	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID)}
 	try := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		return handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt).Err()
+		return g.handBackNow(ctx, itemID, userID, orderID, soldOutAt)
 	}
 	if err := try(); err == nil {
 		return
@@ -177,8 +207,18 @@ func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
 	}()
 }
 
-// Close stops hand-back retries and waits for them.
+// handBackNow runs the hand-back script once.
+func (g *LuaGate) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) error {
+	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID)}
+	if err := handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt).Err(); err != nil {
+		return redisError("hand back", err)
+	}
+	return nil
+}
+
+// Close finishes queued writes, then stops hand-back retries and waits.
 func (g *LuaGate) Close() {
+	g.writer.close()
 	g.once.Do(func() { close(g.closing) })
 	g.retries.Wait()
 }

@@ -206,6 +206,9 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	if err != nil {
 		return nil, false, err
 	}
+	if req.IdempotencyKey != "" && s.soldOut.soldOut(it.ID) {
+		return s.soldOutKeyed(ctx, it, req)
+	}
 	state := ""
 	if req.IdempotencyKey != "" {
 		var prevID string
