@@ -80,7 +80,7 @@ func startEmbedded(ctx context.Context, opts embeddedOptions) (*embeddedService,
 	}
 	sctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- a.Serve(sctx, l) }()
+	go func() { served <- a.Serve(sctx, l, nil) }()
 	svc := &embeddedService{
 		BaseURL:    "http://" + l.Addr().String(),
 		AdminToken: a.AdminToken(),
