@@ -27,6 +27,7 @@ type Shop interface {
 	Item(ctx context.Context, id int64) (*stock.Item, error)
 	SetStock(ctx context.Context, id, n int64) (before, after *stock.Item, err error)
 	PlaceOrder(ctx context.Context, req stock.OrderRequest) (*stock.Order, bool, error)
+	KnownSoldOut(itemID int64) bool
 	Order(ctx context.Context, id string) (*stock.Order, error)
 	Ready(ctx context.Context) error
 }

@@ -265,6 +265,10 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	return nil, false, err
 }
 
+// KnownSoldOut reports whether this process saw the item sold out within
+// the last second (and no stock change since). It costs no round trip.
+func (s *Service) KnownSoldOut(itemID int64) bool { return s.soldOut.soldOut(itemID) }
+
 // routing returns the immutable fields of an item, from cache when it can.
 func (s *Service) routing(ctx context.Context, id int64) (*Item, error) {
 	if v, ok := s.items.Load(id); ok {
