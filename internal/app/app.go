@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/embedredis"
 	"github.com/seckill/seckill/internal/handler"
 	"github.com/seckill/seckill/internal/metrics"
@@ -66,7 +67,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		return nil, err
 	}
 	a.backends = append(a.backends, desc)
-	if a.db, desc, _, err = openDB(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
+	if a.db, desc, _, err = database.Open(ctx, cfg.MySQLDSN, cfg.SQLitePath); err != nil {
 		return nil, err
 	}
 	a.backends = append(a.backends, desc)

@@ -10,6 +10,8 @@ import (
 	"net"
 	"os/signal"
 	"syscall"
+
+	"github.com/seckill/seckill/internal/database"
 )
 
 const usage = `seckill: a flash-sale inventory service.
@@ -98,7 +100,7 @@ func runMigrate(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
 	if cfg.SQLitePath == "" {
 		cfg.SQLitePath = "seckill.db"
 	}
-	db, desc, applied, err := openDB(ctx, cfg.MySQLDSN, cfg.SQLitePath)
+	db, desc, applied, err := database.Open(ctx, cfg.MySQLDSN, cfg.SQLitePath)
 	if err != nil {
 		fmt.Fprintf(stderr, "seckill migrate: %v\n", err)
 		return 1

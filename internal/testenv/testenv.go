@@ -14,15 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
-	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
+	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/embedredis"
-	"github.com/seckill/seckill/migrations"
 )
 
 // Backend names the Redis and database one test uses.
@@ -151,32 +148,19 @@ func Suffix() string {
 	return hex.EncodeToString(b)
 }
 
-// DB opens the backend's database with the schema applied.
+// DB opens the backend's database as the service does, with the schema
+// applied.
 func (b Backend) DB(t testing.TB) *gorm.DB {
 	t.Helper()
-	cfg := &gorm.Config{SkipDefaultTransaction: true, Logger: logger.Default.LogMode(logger.Silent)}
-	var (
-		db  *gorm.DB
-		err error
-		d   = migrations.MySQL
-	)
-	if b.MySQLDSN != "" {
-		db, err = gorm.Open(mysql.Open(b.MySQLDSN), cfg)
-	} else {
-		d = migrations.SQLite
-		db, err = gorm.Open(sqlite.Open("file:"+b.SQLitePath+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"), cfg)
-	}
+	db, _, _, err := database.Open(context.Background(), b.MySQLDSN, b.SQLitePath)
 	if err != nil {
 		t.Fatalf("open %s database: %v", b.Name, err)
 	}
-	sqlDB, _ := db.DB()
-	if b.MySQLDSN == "" {
-		sqlDB.SetMaxOpenConns(1)
-	}
-	t.Cleanup(func() { _ = sqlDB.Close() })
-	if _, err := migrations.Up(context.Background(), sqlDB, d); err != nil {
-		t.Fatalf("migrate %s: %v", b.Name, err)
-	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
 	return db
 }
 
