@@ -77,7 +77,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	a.service, err = stock.NewService(stock.NewStore(a.db), a.rdb, stock.Config{
 		DefaultStrategy: cfg.Strategy, KeyPrefix: cfg.KeyPrefix, LockWait: cfg.LockWait, Logger: log,
-		LockObserver: a.metrics.LockObserver(), Orders: a.metrics})
+		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
+		Async: stock.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
+			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics}})
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +96,18 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	a.handler = handler.New(a.service, hcfg)
 	return a, nil
+}
+
+// writerCount is Config.Writers as stock wants it: 0 is the default 2,
+// -1 none.
+func writerCount(n int) int {
+	switch {
+	case n == 0:
+		return 2
+	case n < 0:
+		return 0
+	}
+	return n
 }
 
 func randomToken() string {

@@ -18,6 +18,8 @@ const usage = `seckill: a flash-sale inventory service.
 
 Usage:
   seckill [serve] [flags]   serve the HTTP API (default)
+  seckill worker [flags]    run lua-async writers only (no HTTP API); needs
+                            SECKILL_REDIS_URL and SECKILL_MYSQL_DSN
   seckill migrate [flags]   apply database migrations and exit
 
 Every flag can also be set by the environment variable named in its help.
@@ -29,7 +31,7 @@ Flags:
 // Main runs the command line and returns the exit code.
 func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate") {
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "worker") {
 		cmd, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet("seckill", flag.ContinueOnError)
@@ -50,6 +52,8 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 	switch cmd {
 	case "migrate":
 		return runMigrate(ctx, cfg, stdout, stderr)
+	case "worker":
+		return runWorker(ctx, cfg, log, stdout, stderr)
 	default:
 		return runServe(ctx, cfg, log, stdout, stderr)
 	}

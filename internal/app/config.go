@@ -69,6 +69,22 @@ type Config struct {
 	// Pprof serves /debug/pprof/ on the admin listener, behind the admin
 	// token (SECKILL_PPROF). Requires AdminAddr. Default false.
 	Pprof bool
+	// Writers is how many lua-async writers this process runs
+	// (SECKILL_WRITERS). Default 2. -1 runs none and leaves writing to
+	// `seckill worker` processes (SECKILL_WRITERS=0), as go-redis uses -1
+	// for "off" where 0 means the default.
+	Writers int
+	// WriterBatch is the most queued orders a writer persists in one
+	// transaction (SECKILL_WRITER_BATCH). Default 500, at most 5000.
+	WriterBatch int
+	// ClaimIdle is how long a queued order may sit with a writer that
+	// does not finish it before another writer claims it
+	// (SECKILL_CLAIM_IDLE). Default 30s.
+	ClaimIdle time.Duration
+	// MaxDeliveries is how many times a queued order is delivered to
+	// writers before it goes to the dead-letter stream
+	// (SECKILL_MAX_DELIVERIES). Default 5.
+	MaxDeliveries int
 }
 
 // DefaultRateUser lets a user place a burst of 10 orders and 10 a second
@@ -100,6 +116,7 @@ type setting struct {
 	str             *string
 	dur             *time.Duration
 	boolean         *bool
+	integer         *int
 	def             string
 }
 
@@ -123,6 +140,10 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_USER_JWT_SECRET", flag: "user-jwt-secret", help: "HS256 secret of user tokens (at least 32 bytes); set = orders need a bearer token whose sub is the user", str: &c.UserJWTSecret},
 		{env: "SECKILL_ADMIN_ADDR", flag: "admin-addr", help: "separate listen address of the admin API, /metrics and pprof; empty = the main listener", str: &c.AdminAddr},
 		{env: "SECKILL_PPROF", flag: "pprof", help: "serve /debug/pprof/ on the admin listener (needs SECKILL_ADMIN_ADDR)", boolean: &c.Pprof, def: "false"},
+		{env: "SECKILL_WRITERS", flag: "writers", help: "lua-async writers in this process; 0 = leave writing to seckill worker", integer: &c.Writers, def: "2"},
+		{env: "SECKILL_WRITER_BATCH", flag: "writer-batch", help: "most queued orders a writer persists in one transaction", integer: &c.WriterBatch, def: "500"},
+		{env: "SECKILL_CLAIM_IDLE", flag: "claim-idle", help: "how long a queued order may sit with a silent writer before another claims it", dur: &c.ClaimIdle, def: "30s"},
+		{env: "SECKILL_MAX_DELIVERIES", flag: "max-deliveries", help: "deliveries of a queued order before it goes to the dead-letter stream", integer: &c.MaxDeliveries, def: "5"},
 	}
 }
 
@@ -152,10 +173,19 @@ func ParseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (C
 				problems = append(problems, fmt.Errorf("%s=%q: want true or false", s.env, val))
 			}
 			fs.BoolVar(s.boolean, s.flag, b, help)
+		case s.integer != nil:
+			n, err := strconv.Atoi(val)
+			if err != nil {
+				problems = append(problems, fmt.Errorf("%s=%q: not an integer", s.env, val))
+			}
+			fs.IntVar(s.integer, s.flag, n, help)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.Writers == 0 {
+		c.Writers = -1 // SECKILL_WRITERS=0: none here
 	}
 	if len(problems) == 0 {
 		problems = append(problems, c.Validate())
@@ -166,8 +196,8 @@ func ParseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (C
 // Validate checks the values against each other.
 func (c *Config) Validate() error {
 	var problems []error
-	if c.Strategy != "" && c.Strategy != "lua" && c.Strategy != "lock" {
-		problems = append(problems, fmt.Errorf("SECKILL_STRATEGY=%q: want lua or lock", c.Strategy))
+	if c.Strategy != "" && c.Strategy != "lua" && c.Strategy != "lock" && c.Strategy != "lua-async" {
+		problems = append(problems, fmt.Errorf("SECKILL_STRATEGY=%q: want lua, lock or lua-async", c.Strategy))
 	}
 	if c.MySQLDSN != "" && c.AdminToken == "" {
 		problems = append(problems, errors.New("SECKILL_ADMIN_TOKEN is required when SECKILL_MYSQL_DSN is set (a real deployment must not run with a generated token)"))
@@ -178,7 +208,19 @@ func (c *Config) Validate() error {
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		problems = append(problems, fmt.Errorf("SECKILL_REDIS_URL=%q: want redis://host:port/db", c.RedisURL))
 	}
-	if c.LockWait < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 {
+	if c.Writers < -1 || c.Writers > 64 {
+		problems = append(problems, fmt.Errorf("SECKILL_WRITERS=%d: want 0 to 64", c.Writers))
+	}
+	if c.WriterBatch < 0 || c.WriterBatch > 5000 {
+		problems = append(problems, fmt.Errorf("SECKILL_WRITER_BATCH=%d: want 1 to 5000 (0 = the default 500)", c.WriterBatch))
+	}
+	if c.MaxDeliveries < 0 || c.MaxDeliveries > 1000 {
+		problems = append(problems, fmt.Errorf("SECKILL_MAX_DELIVERIES=%d: want 1 to 1000 (0 = the default 5)", c.MaxDeliveries))
+	}
+	if c.ClaimIdle != 0 && c.ClaimIdle < 100*time.Millisecond {
+		problems = append(problems, fmt.Errorf("SECKILL_CLAIM_IDLE=%s: at least 100ms (a live writer must be able to renew its claim)", c.ClaimIdle))
+	}
+	if c.LockWait < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 || c.ClaimIdle < 0 {
 		problems = append(problems, errors.New("durations must not be negative"))
 	}
 	if c.RequestTimeout > maxRequestTimeout {

@@ -13,7 +13,7 @@ func TestConcurrencyProof(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		db := b.DB(t)
-		for _, strategy := range []string{"lua", "lock"} {
+		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
 				apptest.Proof(t, c, db, strategy, apptest.ProofSpec{Stock: 100, Users: 1000})
 			})

@@ -30,6 +30,11 @@ type Shop interface {
 	KnownSoldOut(itemID int64) bool
 	Order(ctx context.Context, id string) (*stock.Order, error)
 	Ready(ctx context.Context) error
+	// The lua-async queue: per item, in all, and its dead letters.
+	AsyncStats(ctx context.Context, id int64) (stock.AsyncStats, error)
+	Backlog(ctx context.Context) (stock.AsyncStats, error)
+	DeadLetters(ctx context.Context, id int64, limit int64) ([]stock.DeadLetter, error)
+	RequeueDeadLetters(ctx context.Context, id int64) (int, error)
 }
 
 var _ Shop = (*stock.Service)(nil)
@@ -157,6 +162,8 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	adm.POST("/items", h.createItem)
 	adm.GET("/items/:id", h.adminItem)
 	adm.PUT("/items/:id/stock", h.setStock)
+	adm.GET("/items/:id/dead-letters", h.deadLetters)
+	adm.POST("/items/:id/dead-letters/requeue", h.requeueDeadLetters)
 
 	if h.cfg.Metrics != nil {
 		admin.GET("/metrics", gin.WrapH(h.cfg.Metrics.Handler()))
@@ -230,5 +237,13 @@ func (h *Handler) readyz(c *gin.Context) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable"})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+	// The lua-async backlog is shown, not judged: every instance shares
+	// it, so taking one out of rotation would not shorten it.
+	body := gin.H{"status": "ok"}
+	if q, err := h.shop.Backlog(ctx); err == nil {
+		body["queue"] = queueView(q)
+	} else {
+		h.log.WarnContext(ctx, "readyz: lua-async backlog not read", "err", err)
+	}
+	c.JSON(http.StatusOK, body)
 }

@@ -24,6 +24,22 @@ type adminItemJSON struct {
 	EndsAt     *time.Time `json:"ends_at"`
 	CreatedAt  time.Time  `json:"created_at"`
 	UpdatedAt  time.Time  `json:"updated_at"`
+	// Queue is the lua-async queue of the item; absent for other strategies.
+	Queue *queueJSON `json:"queue,omitempty"`
+}
+
+// queueJSON shows a lua-async queue: orders admitted and not yet in the
+// database, how many of those a writer holds, parked dead letters, and
+// how long the oldest has waited.
+type queueJSON struct {
+	Queued      int64 `json:"queued"`
+	Unacked     int64 `json:"unacked"`
+	DeadLetters int64 `json:"dead_letters"`
+	OldestAgeMS int64 `json:"oldest_age_ms"`
+}
+
+func queueView(q stock.AsyncStats) *queueJSON {
+	return &queueJSON{Queued: q.Queued, Unacked: q.Unacked, DeadLetters: q.DeadLetters, OldestAgeMS: q.OldestAge.Milliseconds()}
 }
 
 func adminView(it *stock.Item) adminItemJSON {
@@ -72,9 +88,68 @@ func (h *Handler) createItem(c *gin.Context) {
 
 func (h *Handler) adminItem(c *gin.Context) {
 	it, ok := h.item(c)
-	if ok {
-		c.JSON(http.StatusOK, adminView(it))
+	if !ok {
+		return
 	}
+	v := adminView(it)
+	if it.Strategy == stock.StrategyLuaAsync {
+		q, err := h.shop.AsyncStats(c.Request.Context(), it.ID)
+		if err != nil {
+			h.writeError(c, err)
+			return
+		}
+		v.Queue = queueView(q)
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+type deadLetterJSON struct {
+	Entry  string    `json:"entry"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+	Order  orderJSON `json:"order"`
+}
+
+// deadLetters lists the item's dead-letter stream (?limit=, default 100).
+func (h *Handler) deadLetters(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	limit := int64(100)
+	if raw := c.Query("limit"); raw != "" {
+		if limit, err = strconv.ParseInt(raw, 10, 64); err != nil || limit < 1 || limit > 10000 {
+			h.writeError(c, stock.Invalidf("limit must be an integer from 1 to 10000"))
+			return
+		}
+	}
+	dl, err := h.shop.DeadLetters(c.Request.Context(), id, limit)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	out := make([]deadLetterJSON, len(dl))
+	for i, d := range dl {
+		out[i] = deadLetterJSON{Entry: d.Entry, Reason: d.Reason, At: d.At, Order: orderView(&d.Order)}
+	}
+	c.JSON(http.StatusOK, gin.H{"dead_letters": out})
+}
+
+// requeueDeadLetters moves the item's dead letters back to its queue.
+func (h *Handler) requeueDeadLetters(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	n, err := h.shop.RequeueDeadLetters(c.Request.Context(), id)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	h.audit(c, "requeue_dead_letters", "item", id, "requeued", n)
+	c.JSON(http.StatusOK, gin.H{"requeued": n})
 }
 
 func (h *Handler) publicItem(c *gin.Context) {

@@ -16,12 +16,13 @@ type orderJSON struct {
 	ItemID    int64     `json:"item_id"`
 	UserID    string    `json:"user_id"`
 	Status    string    `json:"status"`
+	Reason    string    `json:"reason,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
 func orderView(o *stock.Order) orderJSON {
-	return orderJSON{ID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status,
+	return orderJSON{ID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status, Reason: o.Reason,
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
 }
 
@@ -80,7 +81,11 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		c.Header("Idempotent-Replayed", "true")
 	}
 	c.Header("Location", "/api/v1/orders/"+o.ID)
-	c.JSON(http.StatusCreated, orderView(o))
+	status := http.StatusCreated
+	if o.Status == stock.StatusPending {
+		status = http.StatusAccepted // lua-async: queued, written soon
+	}
+	c.JSON(status, orderView(o))
 }
 
 func (h *Handler) getOrder(c *gin.Context) {

@@ -38,6 +38,8 @@ type Metrics struct {
 	lockRefresh   *prometheus.CounterVec
 	lockLeaseLost prometheus.Counter
 
+	async asyncMetrics
+
 	// code names an error by its API code, so order outcomes use the
 	// handler's one error table.
 	code func(error) string
@@ -93,6 +95,7 @@ func New(code func(error) string) *Metrics {
 	m.reg.MustRegister(m.requests, m.latency, m.orders, m.rateLimited,
 		m.lockObtain, m.lockWait, m.lockHold, m.lockRefresh, m.lockLeaseLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.async = newAsyncMetrics(m.reg)
 	return m
 }
 
@@ -203,6 +206,8 @@ func statusLabel(s int) string {
 		return "200"
 	case 201:
 		return "201"
+	case 202:
+		return "202"
 	case 400:
 		return "400"
 	case 404:

@@ -24,3 +24,13 @@ func (k keyspace) meta(id int64) string             { return k.item(id) + ":meta
 func (k keyspace) buyers(id int64) string           { return k.item(id) + ":buyers" }
 func (k keyspace) lock(id int64) string             { return k.item(id) + ":lock" }
 func (k keyspace) idem(id int64, key string) string { return k.item(id) + ":idem:" + key }
+
+// stream is the lua-async queue of an item's admitted orders, dead its
+// dead-letter stream.
+func (k keyspace) stream(id int64) string { return k.item(id) + ":orders" }
+func (k keyspace) dead(id int64) string   { return k.item(id) + ":dead" }
+
+// pending marks a lua-async order that is queued but not yet in the
+// database, so it can be found by id alone. It lives outside the item's
+// slot: lua-async needs one Redis (a primary), not a Cluster.
+func (k keyspace) pending(orderID string) string { return k.prefix + ":order:" + orderID }

@@ -47,6 +47,8 @@ type Config struct {
 	// Orders receives the outcome of every order that reached an item's
 	// strategy (metrics). Default none.
 	Orders OrderObserver
+	// Async tunes the lua-async queue and its writers.
+	Async AsyncConfig
 }
 
 // OrderObserver receives order outcomes. It must be fast and safe for
@@ -75,6 +77,7 @@ func (c *Config) withDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Async.withDefaults()
 }
 
 // Service is the domain API the HTTP layer uses.
@@ -85,6 +88,7 @@ type Service struct {
 	keys       keyspace
 	gate       *LuaGate
 	locked     *LockStrategy
+	writers    *asyncWriters
 	strategies map[string]Strategy
 
 	// items caches the fields of an item that never change after creation
@@ -98,7 +102,7 @@ type Service struct {
 func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	cfg.withDefaults()
 	if !knownStrategy(cfg.DefaultStrategy) {
-		return nil, fmt.Errorf("unknown default strategy %q (want lua or lock): %w", cfg.DefaultStrategy, ErrInvalid)
+		return nil, fmt.Errorf("unknown default strategy %q (want lua, lock or lua-async): %w", cfg.DefaultStrategy, ErrInvalid)
 	}
 	keys, err := newKeyspace(cfg.KeyPrefix)
 	if err != nil {
@@ -108,14 +112,20 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
 	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
+	s.writers = newAsyncWriters(cfg.Async, store, rdb, keys, cfg.Logger)
+	s.writers.start()
 	return s, nil
 }
 
-func knownStrategy(name string) bool { return name == StrategyLua || name == StrategyLock }
+func knownStrategy(name string) bool {
+	return name == StrategyLua || name == StrategyLock || name == StrategyLuaAsync
+}
 
-// Close waits for background work (hand-back retries) to stop and closes
-// the lock client's subscription.
+// Close stops the lua-async writers after their current batch, waits for
+// background work (hand-back retries) to stop and closes the lock client's
+// subscription.
 func (s *Service) Close() {
+	s.writers.close()
 	s.gate.Close()
 	s.locked.close()
 }
@@ -141,6 +151,9 @@ func (s *Service) CreateItem(ctx context.Context, in NewItem) (*Item, error) {
 	if err := s.gate.seed(ctx, it.ID); err != nil {
 		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
 	}
+	if it.Strategy == StrategyLuaAsync {
+		s.writers.added(it.ID)
+	}
 	return it, nil
 }
 
@@ -153,7 +166,7 @@ func validateNewItem(in NewItem) error {
 	case in.PriceCents < 0 || in.PriceCents > MaxPriceCents:
 		return Invalidf("price_cents must be between 0 and %d", MaxPriceCents)
 	case !knownStrategy(in.Strategy):
-		return Invalidf("strategy must be %q or %q", StrategyLua, StrategyLock)
+		return Invalidf("strategy must be %q, %q or %q", StrategyLua, StrategyLock, StrategyLuaAsync)
 	case in.StartsAt != nil && in.EndsAt != nil && !in.EndsAt.After(*in.StartsAt):
 		return Invalidf("ends_at must be after starts_at")
 	}
@@ -179,19 +192,20 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *Ite
 			return nil
 		}
 		tightened = true
-		return s.gate.setStock(ctx, id, n)
+		// lua-async has promised the units its queue holds: never below them.
+		return s.gate.setStock(ctx, id, n, old.Strategy == StrategyLuaAsync)
 	})
 	if err != nil {
 		if tightened {
 			// The database kept the old stock; give it back to the gate.
-			if rerr := s.gate.setStock(context.WithoutCancel(ctx), id, old.Stock); rerr != nil {
+			if rerr := s.gate.setStock(context.WithoutCancel(ctx), id, old.Stock, false); rerr != nil {
 				s.cfg.Logger.WarnContext(ctx, "gate stock not restored after a failed change; it admits less until repaired", "item", id, "err", rerr)
 			}
 		}
 		return nil, nil, err
 	}
 	if n >= old.Stock {
-		if err := s.gate.setStock(ctx, id, n); err != nil {
+		if err := s.gate.setStock(ctx, id, n, false); err != nil {
 			return nil, nil, fmt.Errorf("stock saved in the database but the Redis gate still has %d; repeat the request: %w", old.Stock, err)
 		}
 	}
@@ -206,7 +220,7 @@ func (s *Service) Order(ctx context.Context, id string) (*Order, error) {
 	if !orderIDPattern.MatchString(id) {
 		return nil, Invalidf("order id must be a lowercase UUID")
 	}
-	return s.store.Order(ctx, id)
+	return s.findOrder(ctx, id)
 }
 
 // PlaceOrder sells one unit to one user through the item's strategy. With an
@@ -222,6 +236,9 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	}
 	if s.cfg.Orders != nil {
 		defer func() { s.cfg.Orders.Order(it.Strategy, err) }()
+	}
+	if it.Strategy == StrategyLuaAsync {
+		return s.placeAsync(ctx, it, req)
 	}
 	if req.IdempotencyKey != "" && s.soldOut.soldOut(it.ID) {
 		return s.soldOutKeyed(ctx, it, req)

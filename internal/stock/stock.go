@@ -13,13 +13,20 @@ import (
 
 // Strategy names as stored on items and accepted by the API.
 const (
-	StrategyLua  = "lua"
-	StrategyLock = "lock"
+	StrategyLua      = "lua"
+	StrategyLock     = "lock"
+	StrategyLuaAsync = "lua-async"
 )
 
 // Order statuses.
 const (
+	// StatusPending is a lua-async order admitted by the gate and queued in
+	// Redis, not yet written to the database.
+	StatusPending = "pending"
 	StatusCreated = "created"
+	// StatusFailed is a lua-async order the database refused after it was
+	// admitted (possible only after Redis lost data); Reason says why.
+	StatusFailed = "failed"
 )
 
 // Item is a unit of stock on sale.
@@ -52,10 +59,12 @@ func (it *Item) window(now time.Time) error {
 
 // Order is one unit sold to one user.
 type Order struct {
-	ID        string
-	ItemID    int64
-	UserID    string
-	Status    string
+	ID     string
+	ItemID int64
+	UserID string
+	Status string
+	// Reason is why a failed order failed (an API error code), else "".
+	Reason    string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

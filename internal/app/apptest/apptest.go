@@ -202,6 +202,25 @@ func (c *Client) PlaceOrder(itemID int64, user, key string) (Response, error) {
 	return c.Do("POST", "/api/v1/items/"+itoa(itemID)+"/orders", map[string]string{"user_id": user}, false, h)
 }
 
+// AwaitOrder reads an order until it is no longer pending (lua-async
+// writers persist it) or wait passes, and returns it as last read.
+func (c *Client) AwaitOrder(t testing.TB, id string, wait time.Duration) Order {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		r := c.Must(t, "GET", "/api/v1/orders/"+id, nil, false, nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("GET order %s: got %d %s, want 200", id, r.Status, r.Body)
+		}
+		var o Order
+		r.JSON(t, &o)
+		if o.Status != "pending" || time.Now().After(deadline) {
+			return o
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)

@@ -1,0 +1,407 @@
+package stock
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/enqueue.lua
+	enqueueSrc string
+	//go:embed lua/install.lua
+	installSrc string
+
+	enqueueScript = redis.NewScript(enqueueSrc)
+	installScript = redis.NewScript(installSrc)
+)
+
+// placeAsync is the "lua-async" strategy. One script checks the
+// Idempotency-Key, the sale window, the buyer and what is left, takes a
+// unit and queues the order on the item's stream, atomically; writers
+// persist it in batches. The answer is the order, pending: it will be in
+// the database once a writer reaches it (see asyncWriters).
+func (s *Service) placeAsync(ctx context.Context, it *Item, req OrderRequest) (*Order, bool, error) {
+	if s.soldOut.soldOut(it.ID) {
+		if req.IdempotencyKey == "" {
+			return nil, false, ErrSoldOut
+		}
+		return s.soldOutAsync(ctx, it, req)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, false, fmt.Errorf("order id: %w", err)
+	}
+	gen := s.soldOut.generation(it.ID)
+	now := time.Now()
+	keys := []string{s.keys.meta(it.ID), s.keys.buyers(it.ID), s.keys.stream(it.ID), s.keys.pending(id.String())}
+	if req.IdempotencyKey != "" {
+		keys = append(keys, s.keys.idem(it.ID, req.IdempotencyKey))
+	}
+	args := []any{req.UserID, id.String(), now.UnixMilli(), it.ID, req.IdempotencyKey,
+		int64(s.cfg.IdempotencyTTL / time.Second), int64(s.cfg.Async.PendingTTL / time.Second)}
+	for attempt := 0; ; attempt++ {
+		res, err := enqueueScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+		if err != nil {
+			return nil, false, redisError("enqueue", err)
+		}
+		if len(res) != 2 {
+			return nil, false, fmt.Errorf("redis: enqueue: unexpected reply %q", res)
+		}
+		switch res[0] {
+		case "ok":
+			at := time.UnixMilli(now.UnixMilli()).UTC()
+			return &Order{ID: res[1], ItemID: it.ID, UserID: req.UserID, Status: StatusPending, CreatedAt: at, UpdatedAt: at}, false, nil
+		case "replay":
+			o, err := s.findOrder(ctx, res[1])
+			if err != nil {
+				return nil, false, fmt.Errorf("order %s of this Idempotency-Key: %w", res[1], err)
+			}
+			return o, true, nil
+		case "conflict":
+			return nil, false, ErrIdempotencyConflict
+		case "dup":
+			return nil, false, &dupError{orderID: res[1]}
+		case "sold_out":
+			s.soldOut.mark(it.ID, gen)
+			return nil, false, ErrSoldOut
+		case "not_started":
+			return nil, false, ErrSaleNotStarted
+		case "ended":
+			return nil, false, ErrSaleEnded
+		case "missing":
+			if attempt > 0 {
+				return nil, false, fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, ErrUnavailable)
+			}
+			if err := s.rebuildAsync(ctx, it.ID); err != nil {
+				return nil, false, err
+			}
+		default:
+			return nil, false, fmt.Errorf("redis: enqueue: unexpected status %q", res[0])
+		}
+	}
+}
+
+// soldOutAsync answers a keyed request for an item this process knows is
+// sold out with one GET: the key may name an order its user placed before.
+func (s *Service) soldOutAsync(ctx context.Context, it *Item, req OrderRequest) (*Order, bool, error) {
+	prev, err := s.rdb.Get(ctx, s.keys.idem(it.ID, req.IdempotencyKey)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, ErrSoldOut
+	}
+	if err != nil {
+		return nil, false, redisError("read idempotency key", err)
+	}
+	user, orderID, _ := strings.Cut(prev, "|")
+	switch {
+	case user != req.UserID:
+		return nil, false, ErrIdempotencyConflict
+	case orderID == "":
+		return nil, false, ErrSoldOut
+	}
+	o, err := s.findOrder(ctx, orderID)
+	if err != nil {
+		return nil, false, fmt.Errorf("order %s of this Idempotency-Key: %w", orderID, err)
+	}
+	return o, true, nil
+}
+
+// findOrder reads an order of any strategy: written, pending in a stream,
+// or recorded as failed. The pending marker is read between two database
+// reads, so an order written meanwhile is never reported missing.
+func (s *Service) findOrder(ctx context.Context, id string) (*Order, error) {
+	o, err := s.store.Order(ctx, id)
+	if !errors.Is(err, ErrNotFound) {
+		return o, err
+	}
+	if o, err := s.pendingOrder(ctx, id); err == nil || !errors.Is(err, ErrNotFound) {
+		return o, err
+	}
+	if o, err := s.store.Order(ctx, id); !errors.Is(err, ErrNotFound) {
+		return o, err
+	}
+	return s.store.failedOrder(ctx, id)
+}
+
+// pendingOrder reads the marker of a queued order.
+func (s *Service) pendingOrder(ctx context.Context, id string) (*Order, error) {
+	v, err := s.rdb.Get(ctx, s.keys.pending(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("order %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, redisError("read pending order", err)
+	}
+	parts := strings.SplitN(v, "|", 3)
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("redis: pending order %s: malformed marker %q", id, v)
+	}
+	itemID, err1 := strconv.ParseInt(parts[0], 10, 64)
+	ms, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("redis: pending order %s: malformed marker %q", id, v)
+	}
+	at := time.UnixMilli(ms).UTC()
+	return &Order{ID: id, ItemID: itemID, UserID: parts[1], Status: StatusPending, CreatedAt: at, UpdatedAt: at}, nil
+}
+
+// rebuildAsync creates a lua-async item's gate after Redis lost it: taken
+// is what the database sold plus the orders still queued in the item's
+// stream (and its dead-letter stream) that the database does not have yet,
+// and the buyers are the database's plus the queued ones. The streams are
+// read before the database, so an order that a writer moves from one to
+// the other meanwhile is seen at least once, and counted once (by id).
+// Nothing can be queued meanwhile: the enqueue script refuses while the
+// gate is missing. Concurrent rebuilders race on the install script; the
+// first one wins.
+func (s *Service) rebuildAsync(ctx context.Context, id int64) error {
+	_, err, _ := s.loading.Do("rebuild:"+strconv.FormatInt(id, 10), func() (any, error) {
+		return nil, s.rebuildAsyncOnce(ctx, id)
+	})
+	return err
+}
+
+func (s *Service) rebuildAsyncOnce(ctx context.Context, id int64) error {
+	var inFlight []redis.XMessage
+	for _, key := range []string{s.keys.stream(id), s.keys.dead(id)} {
+		msgs, err := s.rdb.XRange(ctx, key, "-", "+").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return redisError("read stream for rebuild", err)
+		}
+		inFlight = append(inFlight, msgs...)
+	}
+	snap, err := s.store.gateSnapshot(ctx, id)
+	if err != nil {
+		return err
+	}
+	buyers := snap.buyers
+	taken := snap.item.Sold
+	for _, m := range inFlight {
+		q, err := parseQueued(id, m)
+		if err != nil || snap.done[q.id] {
+			continue
+		}
+		if _, held := buyers[q.userID]; held {
+			continue // will fail as already_purchased; takes no unit
+		}
+		buyers[q.userID] = q.id
+		taken++
+	}
+	tmp := s.keys.item(id) + ":rebuild:" + randomHex(6)
+	fields := make([]any, 0, 2*1000)
+	flush := func() error {
+		if len(fields) == 0 {
+			return nil
+		}
+		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, tmp, fields...)
+			p.Expire(ctx, tmp, time.Minute)
+			return nil
+		})
+		fields = fields[:0]
+		if err != nil {
+			return redisError("write rebuilt buyers", err)
+		}
+		return nil
+	}
+	for u, o := range buyers {
+		fields = append(fields, u, o)
+		if len(fields) == cap(fields) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	it := snap.item
+	created, err := installScript.Run(ctx, s.rdb, []string{s.keys.meta(id), s.keys.buyers(id), tmp},
+		it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt)).Int()
+	if err != nil {
+		return redisError("install rebuilt gate", err)
+	}
+	if created == 1 {
+		s.cfg.Logger.WarnContext(ctx, "lua-async gate rebuilt from the database and the stream", "item", id,
+			"stock", it.Stock, "sold", it.Sold, "queued", taken-it.Sold, "buyers", len(buyers))
+	}
+	return nil
+}
+
+// gateSnapshot is what the database says of an item's gate, read in one
+// transaction.
+type gateSnapshot struct {
+	item   *Item
+	buyers map[string]string // user -> order id
+	done   map[string]bool   // order ids written or recorded as failed
+}
+
+func (s *Store) gateSnapshot(ctx context.Context, id int64) (snap gateSnapshot, err error) {
+	tx, err := s.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return snap, dbError("begin", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	it := &Item{ID: id}
+	err = tx.QueryRowContext(ctx, "SELECT stock, sold, starts_at, ends_at FROM items WHERE id = ?", id).
+		Scan(&it.Stock, &it.Sold, &it.StartsAt, &it.EndsAt)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return snap, fmt.Errorf("item %d: %w", id, ErrNotFound)
+		}
+		return snap, dbError("read item", err)
+	}
+	snap = gateSnapshot{item: it, buyers: map[string]string{}, done: map[string]bool{}}
+	rows, err := tx.QueryContext(ctx, "SELECT id, user_id, 0 FROM orders WHERE item_id = ? UNION ALL SELECT id, user_id, 1 FROM order_failures WHERE item_id = ?", id, id)
+	if err != nil {
+		return snap, dbError("read buyers", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var oid, user string
+		var failed bool
+		if err := rows.Scan(&oid, &user, &failed); err != nil {
+			return snap, dbError("read buyers", err)
+		}
+		snap.done[oid] = true
+		if !failed {
+			snap.buyers[user] = oid
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return snap, dbError("read buyers", err)
+	}
+	return snap, nil
+}
+
+// AsyncStats is the state of a lua-async item's queue.
+type AsyncStats struct {
+	// Queued counts orders admitted and not yet written (stream entries).
+	Queued int64
+	// Unacked counts those delivered to a writer that has not finished them.
+	Unacked int64
+	// DeadLetters counts entries parked in the dead-letter stream.
+	DeadLetters int64
+	// OldestAge is how long the oldest queued order has waited (0: none).
+	OldestAge time.Duration
+}
+
+// AsyncStats reads the queue of a lua-async item.
+func (s *Service) AsyncStats(ctx context.Context, id int64) (AsyncStats, error) {
+	var st AsyncStats
+	stream := s.keys.stream(id)
+	pipe := s.rdb.Pipeline()
+	qlen := pipe.XLen(ctx, stream)
+	pend := pipe.XPending(ctx, stream, asyncGroup)
+	dlen := pipe.XLen(ctx, s.keys.dead(id))
+	first := pipe.XRangeN(ctx, stream, "-", "+", 1)
+	_, _ = pipe.Exec(ctx)
+	for _, c := range []redis.Cmder{qlen, dlen, first} {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return st, redisError("read queue", err)
+		}
+	}
+	st.Queued, st.DeadLetters = qlen.Val(), dlen.Val()
+	if err := pend.Err(); err == nil {
+		st.Unacked = pend.Val().Count
+	} else if !errors.Is(err, redis.Nil) && !isNoGroup(err) {
+		return st, redisError("read queue", err)
+	}
+	if msgs := first.Val(); len(msgs) > 0 {
+		if ms, err := strconv.ParseInt(strings.SplitN(msgs[0].ID, "-", 2)[0], 10, 64); err == nil {
+			st.OldestAge = max(0, time.Since(time.UnixMilli(ms)))
+		}
+	}
+	return st, nil
+}
+
+// Backlog sums the queues of every lua-async item: orders admitted and not
+// yet written, and the age of the oldest.
+func (s *Service) Backlog(ctx context.Context) (AsyncStats, error) {
+	var total AsyncStats
+	ids, err := s.store.asyncItems(ctx)
+	if err != nil {
+		return total, err
+	}
+	for _, id := range ids {
+		st, err := s.AsyncStats(ctx, id)
+		if err != nil {
+			return total, err
+		}
+		total.Queued += st.Queued
+		total.Unacked += st.Unacked
+		total.DeadLetters += st.DeadLetters
+		total.OldestAge = max(total.OldestAge, st.OldestAge)
+	}
+	return total, nil
+}
+
+// DeadLetter is one entry of an item's dead-letter stream.
+type DeadLetter struct {
+	Entry  string // id in the dead-letter stream
+	Order  Order  // the order as it was queued (status pending)
+	Reason string
+	At     time.Time
+}
+
+// DeadLetters lists up to limit entries of an item's dead-letter stream.
+func (s *Service) DeadLetters(ctx context.Context, id int64, limit int64) ([]DeadLetter, error) {
+	if _, err := s.store.Item(ctx, id); err != nil {
+		return nil, err
+	}
+	msgs, err := s.rdb.XRangeN(ctx, s.keys.dead(id), "-", "+", limit).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, redisError("read dead letters", err)
+	}
+	out := make([]DeadLetter, 0, len(msgs))
+	for _, m := range msgs {
+		str := func(k string) string { v, _ := m.Values[k].(string); return v }
+		d := DeadLetter{Entry: m.ID, Reason: str("reason"),
+			Order: Order{ID: str("o"), ItemID: id, UserID: str("u"), Status: StatusPending}}
+		if ms, err := strconv.ParseInt(str("at"), 10, 64); err == nil {
+			d.At = time.UnixMilli(ms).UTC()
+		}
+		if ms, err := strconv.ParseInt(str("t"), 10, 64); err == nil {
+			d.Order.CreatedAt = time.UnixMilli(ms).UTC()
+			d.Order.UpdatedAt = d.Order.CreatedAt
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// RequeueDeadLetters moves every entry of an item's dead-letter stream back
+// to its order stream (with a fresh delivery count), once the cause is
+// fixed, and returns how many moved. Each move is atomic.
+func (s *Service) RequeueDeadLetters(ctx context.Context, id int64) (int, error) {
+	if _, err := s.store.Item(ctx, id); err != nil {
+		return 0, err
+	}
+	n, err := requeueScript.Run(ctx, s.rdb, []string{s.keys.dead(id), s.keys.stream(id)}, 1000).Int()
+	if err != nil {
+		return 0, redisError("requeue dead letters", err)
+	}
+	return n, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+var (
+	//go:embed lua/requeue.lua
+	requeueSrc    string
+	requeueScript = redis.NewScript(requeueSrc)
+)
