@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&embedded, "embedded", false, "start the service in-process (default: miniredis + SQLite in a temp dir) and ignore -url/-token")
 	fs.StringVar(&redisURL, "redis", "", "with -embedded: Redis URL for the in-process service (default: in-process miniredis)")
 	fs.StringVar(&keyPrefix, "key-prefix", "", "with -embedded: Redis key prefix for the in-process service")
-	fs.StringVar(&strategies, "strategies", "lua,lock", "comma-separated strategies, one fresh item each (empty element = server default)")
+	fs.StringVar(&strategies, "strategies", "lua,lock,lua-async", "comma-separated strategies, one fresh item each (empty element = server default)")
 	fs.IntVar(&cfg.Stock, "stock", 100, "stock S per item")
 	fs.IntVar(&cfg.Attempts, "n", 2000, "order attempts per strategy (replays included)")
 	fs.IntVar(&cfg.Users, "users", 1000, "distinct users per strategy")

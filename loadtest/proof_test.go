@@ -16,7 +16,7 @@ import (
 )
 
 // proofStrategies is every strategy the service offers.
-var proofStrategies = []string{stock.StrategyLua, stock.StrategyLock}
+var proofStrategies = []string{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync}
 
 // TestProof runs the harness against the real service, started in-process
 // with app.New, on the embedded backends and on MariaDB+Redis (testenv: a
@@ -108,7 +108,7 @@ func TestCommandEmbedded(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"RESULT: PASS", "== strategy lua", "== strategy lock", "PASS  3b"} {
+	for _, want := range []string{"RESULT: PASS", "== strategy lua", "== strategy lock", "== strategy lua-async", "PASS  3b"} {
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
