@@ -85,6 +85,11 @@ type Config struct {
 	// writers before it goes to the dead-letter stream
 	// (SECKILL_MAX_DELIVERIES). Default 5.
 	MaxDeliveries int
+	// CrashAfterCommit, when positive, kills the process (SIGKILL) right
+	// after its n-th lua-async batch commits, before the batch is
+	// acknowledged in Redis (SECKILL_TEST_CRASH_AFTER_COMMIT). A fault
+	// injection point for crash tests; never set it in production.
+	CrashAfterCommit int
 }
 
 // DefaultRateUser lets a user place a burst of 10 orders and 10 a second
@@ -143,6 +148,7 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_WRITERS", flag: "writers", help: "lua-async writers in this process; 0 = leave writing to seckill worker", integer: &c.Writers, def: "2"},
 		{env: "SECKILL_WRITER_BATCH", flag: "writer-batch", help: "most queued orders a writer persists in one transaction", integer: &c.WriterBatch, def: "500"},
 		{env: "SECKILL_CLAIM_IDLE", flag: "claim-idle", help: "how long a queued order may sit with a silent writer before another claims it", dur: &c.ClaimIdle, def: "30s"},
+		{env: "SECKILL_TEST_CRASH_AFTER_COMMIT", flag: "test-crash-after-commit", help: "fault injection for tests: SIGKILL this process after its n-th lua-async batch commits, before XACK; 0 = never", integer: &c.CrashAfterCommit, def: "0"},
 		{env: "SECKILL_MAX_DELIVERIES", flag: "max-deliveries", help: "deliveries of a queued order before it goes to the dead-letter stream", integer: &c.MaxDeliveries, def: "5"},
 	}
 }

@@ -40,6 +40,9 @@ type AsyncConfig struct {
 	PendingTTL time.Duration
 	// Observer receives the writers' events (metrics). Default none.
 	Observer AsyncObserver
+	// AfterCommit, when set, runs after a batch commits and before it is
+	// acknowledged: a fault-injection point for crash tests.
+	AfterCommit func()
 }
 
 // AsyncObserver receives the writers' events. It must be fast and safe for
@@ -293,6 +296,9 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 		if err == nil {
 			if o := w.cfg.Observer; o != nil {
 				o.Persisted(len(res.written), len(res.already), len(res.failed), time.Since(start))
+			}
+			if w.cfg.AfterCommit != nil {
+				w.cfg.AfterCommit()
 			}
 			if len(res.failed) > 0 {
 				w.log.Error("lua-async: admitted orders refused by the database (Redis lost data?); recorded as failed",
