@@ -79,7 +79,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		DefaultStrategy: cfg.Strategy, KeyPrefix: cfg.KeyPrefix, LockWait: cfg.LockWait, Logger: log,
 		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
 		Async: stock.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
-			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(cfg.CrashAfterCommit)}})
+			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(cfg.CrashAfterCommit),
+			Durability: cfg.AsyncDurability}})
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,17 @@ func TestParseConfig(t *testing.T) {
 		{"pprof needs the admin listener", map[string]string{"SECKILL_PPROF": "true"}, nil, []string{"SECKILL_PPROF=true needs SECKILL_ADMIN_ADDR"}},
 		{"bad bool", map[string]string{"SECKILL_PPROF": "maybe"}, nil, []string{`SECKILL_PPROF="maybe": want true or false`}},
 		{"admin address differs", map[string]string{"SECKILL_ADDR": ":8080", "SECKILL_ADMIN_ADDR": ":8080"}, nil, []string{"must differ from SECKILL_ADDR"}},
+		{"lua-async settings", map[string]string{"SECKILL_STRATEGY": "lua-async", "SECKILL_WRITERS": "0", "SECKILL_WRITER_BATCH": "1000",
+			"SECKILL_CLAIM_IDLE": "10s", "SECKILL_MAX_DELIVERIES": "3", "SECKILL_ASYNC_DURABILITY": "fsync", "SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0"}, nil, nil},
+		{"every bad lua-async value reported", map[string]string{"SECKILL_WRITERS": "many", "SECKILL_WRITER_BATCH": "100000",
+			"SECKILL_CLAIM_IDLE": "5ms", "SECKILL_MAX_DELIVERIES": "-1", "SECKILL_ASYNC_DURABILITY": "paranoid"}, nil,
+			[]string{`SECKILL_WRITERS="many": not an integer`}},
+		{"every bad lua-async range reported", map[string]string{"SECKILL_WRITERS": "65", "SECKILL_WRITER_BATCH": "100000",
+			"SECKILL_CLAIM_IDLE": "5ms", "SECKILL_MAX_DELIVERIES": "-1", "SECKILL_ASYNC_DURABILITY": "paranoid"}, nil,
+			[]string{"SECKILL_WRITERS=65", "SECKILL_WRITER_BATCH=100000", "SECKILL_CLAIM_IDLE=5ms", "SECKILL_MAX_DELIVERIES=-1",
+				`SECKILL_ASYNC_DURABILITY="paranoid"`}},
+		{"fsync needs a real Redis", map[string]string{"SECKILL_ASYNC_DURABILITY": "fsync"}, nil,
+			[]string{"SECKILL_ASYNC_DURABILITY=fsync needs SECKILL_REDIS_URL"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -68,7 +79,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 	}
 	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT",
 		"SECKILL_REQUEST_TIMEOUT", "SECKILL_LOG_FORMAT", "SECKILL_LOG_LEVEL", "SECKILL_RATE_USER", "SECKILL_RATE_IP", "SECKILL_USER_JWT_SECRET",
-		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "migrate"} {
+		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "SECKILL_WRITERS", "SECKILL_ASYNC_DURABILITY", "migrate", "worker"} {
 		if !strings.Contains(errb.String(), v) {
 			t.Errorf("--help does not mention %s:\n%s", v, errb.String())
 		}
@@ -157,5 +168,27 @@ func TestNewLogger(t *testing.T) {
 				t.Errorf("debug line logged: got %v, want %v: %q", got, tc.debug, out)
 			}
 		})
+	}
+}
+
+// A worker shares Redis and the database with the service, so it refuses
+// the embedded ones, and a worker without writers.
+func TestWorkerNeedsRealBackends(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN"},
+		{map[string]string{"SECKILL_REDIS_URL": "redis://127.0.0.1:6379/0", "SECKILL_MYSQL_DSN": "root@tcp(127.0.0.1:3306)/x",
+			"SECKILL_ADMIN_TOKEN": apptest.Token, "SECKILL_WRITERS": "0"}, "a worker without writers"},
+	}
+	for _, tc := range cases {
+		var out, errb bytes.Buffer
+		if code := app.Main([]string{"worker"}, env(tc.env), &out, &errb); code != 2 {
+			t.Errorf("seckill worker with %v: exit %d, want 2; stderr %s", tc.env, code, errb.String())
+		}
+		if !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("seckill worker with %v: stderr %q, want it to say %q", tc.env, errb.String(), tc.want)
+		}
 	}
 }

@@ -85,6 +85,11 @@ type Config struct {
 	// writers before it goes to the dead-letter stream
 	// (SECKILL_MAX_DELIVERIES). Default 5.
 	MaxDeliveries int
+	// AsyncDurability is what a lua-async 202 waits for
+	// (SECKILL_ASYNC_DURABILITY): "memory" (queued in Redis memory) or
+	// "fsync" (Redis fsyncs every write: appendonly yes, appendfsync
+	// always; checked at start and while running). Default "memory".
+	AsyncDurability string
 	// CrashAfterCommit, when positive, kills the process (SIGKILL) right
 	// after its n-th lua-async batch commits, before the batch is
 	// acknowledged in Redis (SECKILL_TEST_CRASH_AFTER_COMMIT). A fault
@@ -148,6 +153,7 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_WRITERS", flag: "writers", help: "lua-async writers in this process; 0 = leave writing to seckill worker", integer: &c.Writers, def: "2"},
 		{env: "SECKILL_WRITER_BATCH", flag: "writer-batch", help: "most queued orders a writer persists in one transaction", integer: &c.WriterBatch, def: "500"},
 		{env: "SECKILL_CLAIM_IDLE", flag: "claim-idle", help: "how long a queued order may sit with a silent writer before another claims it", dur: &c.ClaimIdle, def: "30s"},
+		{env: "SECKILL_ASYNC_DURABILITY", flag: "async-durability", help: "what a lua-async 202 waits for: memory, or fsync (needs Redis with appendonly yes and appendfsync always)", str: &c.AsyncDurability, def: "memory"},
 		{env: "SECKILL_TEST_CRASH_AFTER_COMMIT", flag: "test-crash-after-commit", help: "fault injection for tests: SIGKILL this process after its n-th lua-async batch commits, before XACK; 0 = never", integer: &c.CrashAfterCommit, def: "0"},
 		{env: "SECKILL_MAX_DELIVERIES", flag: "max-deliveries", help: "deliveries of a queued order before it goes to the dead-letter stream", integer: &c.MaxDeliveries, def: "5"},
 	}
@@ -213,6 +219,15 @@ func (c *Config) Validate() error {
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		problems = append(problems, fmt.Errorf("SECKILL_REDIS_URL=%q: want redis://host:port/db", c.RedisURL))
+	}
+	switch c.AsyncDurability {
+	case "", "memory":
+	case "fsync":
+		if c.RedisURL == "" {
+			problems = append(problems, errors.New("SECKILL_ASYNC_DURABILITY=fsync needs SECKILL_REDIS_URL: the embedded Redis keeps nothing on disk"))
+		}
+	default:
+		problems = append(problems, fmt.Errorf("SECKILL_ASYNC_DURABILITY=%q: want memory or fsync", c.AsyncDurability))
 	}
 	if c.Writers < -1 || c.Writers > 64 {
 		problems = append(problems, fmt.Errorf("SECKILL_WRITERS=%d: want 0 to 64", c.Writers))

@@ -40,6 +40,12 @@ type AsyncConfig struct {
 	PendingTTL time.Duration
 	// Observer receives the writers' events (metrics). Default none.
 	Observer AsyncObserver
+	// Durability is what a 202 waits for: DurabilityMemory (default) or
+	// DurabilityFsync.
+	Durability string
+	// DurabilityCheck is how often DurabilityFsync re-reads Redis's
+	// settings. Default 5s.
+	DurabilityCheck time.Duration
 	// AfterCommit, when set, runs after a batch commits and before it is
 	// acknowledged: a fault-injection point for crash tests.
 	AfterCommit func()
@@ -71,6 +77,12 @@ func (c *AsyncConfig) withDefaults() {
 	}
 	if c.MaxDeliveries <= 0 {
 		c.MaxDeliveries = 5
+	}
+	if c.Durability == "" {
+		c.Durability = DurabilityMemory
+	}
+	if c.DurabilityCheck <= 0 {
+		c.DurabilityCheck = 5 * time.Second
 	}
 	if c.PendingTTL <= 0 {
 		c.PendingTTL = 7 * 24 * time.Hour

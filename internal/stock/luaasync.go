@@ -38,6 +38,9 @@ func (s *Service) placeAsync(ctx context.Context, it *Item, req OrderRequest) (*
 		}
 		return s.soldOutAsync(ctx, it, req)
 	}
+	if err := s.fsync.check(); err != nil {
+		return nil, false, err
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, false, fmt.Errorf("order id: %w", err)

@@ -89,6 +89,7 @@ type Service struct {
 	gate       *LuaGate
 	locked     *LockStrategy
 	writers    *asyncWriters
+	fsync      *fsyncWatch // nil unless Async.Durability is fsync
 	strategies map[string]Strategy
 
 	// items caches the fields of an item that never change after creation
@@ -112,6 +113,19 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
 	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
+	switch cfg.Async.Durability {
+	case DurabilityMemory:
+	case DurabilityFsync:
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if s.fsync, err = watchFsync(ctx, rdb, cfg.Async.DurabilityCheck); err != nil {
+			s.locked.close()
+			return nil, err
+		}
+	default:
+		s.locked.close()
+		return nil, fmt.Errorf("unknown lua-async durability %q (want memory or fsync): %w", cfg.Async.Durability, ErrInvalid)
+	}
 	s.writers = newAsyncWriters(cfg.Async, store, rdb, keys, cfg.Logger)
 	s.writers.start()
 	return s, nil
@@ -126,6 +140,7 @@ func knownStrategy(name string) bool {
 // subscription.
 func (s *Service) Close() {
 	s.writers.close()
+	s.fsync.close()
 	s.gate.Close()
 	s.locked.close()
 }
