@@ -21,6 +21,10 @@ Usage:
   seckill worker [flags]    run lua-async writers only (no HTTP API); needs
                             SECKILL_REDIS_URL and SECKILL_MYSQL_DSN
   seckill migrate [flags]   apply database migrations and exit
+  seckill reconcile [-item N] [-dry-run] [-json] [flags]
+                            compare each item's Redis state with the database
+                            and repair Redis where that is safe; exit 1 if
+                            drift remains
 
 Every flag can also be set by the environment variable named in its help.
 With nothing set, seckill runs on an embedded Redis and an SQLite file.
@@ -31,11 +35,17 @@ Flags:
 // Main runs the command line and returns the exit code.
 func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "worker") {
+	if len(args) > 0 && (args[0] == "serve" || args[0] == "migrate" || args[0] == "worker" || args[0] == "reconcile") {
 		cmd, args = args[0], args[1:]
 	}
 	fs := flag.NewFlagSet("seckill", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	var rf reconcileFlags
+	if cmd == "reconcile" {
+		fs.Int64Var(&rf.item, "item", 0, "reconcile this item only; 0 = every item")
+		fs.BoolVar(&rf.dryRun, "dry-run", false, "report only, repair nothing")
+		fs.BoolVar(&rf.json, "json", false, "print one JSON object per item")
+	}
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	cfg, err := ParseConfig(fs, args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
@@ -54,6 +64,8 @@ func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) i
 		return runMigrate(ctx, cfg, stdout, stderr)
 	case "worker":
 		return runWorker(ctx, cfg, log, stdout, stderr)
+	case "reconcile":
+		return runReconcile(ctx, cfg, log, rf, stdout, stderr)
 	default:
 		return runServe(ctx, cfg, log, stdout, stderr)
 	}

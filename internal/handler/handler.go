@@ -35,6 +35,7 @@ type Shop interface {
 	Backlog(ctx context.Context) (stock.AsyncStats, error)
 	DeadLetters(ctx context.Context, id int64, limit int64) ([]stock.DeadLetter, error)
 	RequeueDeadLetters(ctx context.Context, id int64) (int, error)
+	Reconcile(ctx context.Context, id int64, repair bool) (*stock.Reconciliation, error)
 }
 
 var _ Shop = (*stock.Service)(nil)
@@ -164,6 +165,7 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	adm.PUT("/items/:id/stock", h.setStock)
 	adm.GET("/items/:id/dead-letters", h.deadLetters)
 	adm.POST("/items/:id/dead-letters/requeue", h.requeueDeadLetters)
+	adm.POST("/items/:id/reconcile", h.reconcile)
 
 	if h.cfg.Metrics != nil {
 		admin.GET("/metrics", gin.WrapH(h.cfg.Metrics.Handler()))

@@ -245,8 +245,10 @@ func (s *Service) rebuildAsyncOnce(ctx context.Context, id int64) error {
 // transaction.
 type gateSnapshot struct {
 	item   *Item
-	buyers map[string]string // user -> order id
+	buyers map[string]string // user -> order id, of every order row (a cancelled order still counts as the user's one)
 	done   map[string]bool   // order ids written or recorded as failed
+	live   int64             // order rows not cancelled
+	failed int64             // orders recorded as failed
 }
 
 func (s *Store) gateSnapshot(ctx context.Context, id int64) (snap gateSnapshot, err error) {
@@ -256,8 +258,8 @@ func (s *Store) gateSnapshot(ctx context.Context, id int64) (snap gateSnapshot, 
 	}
 	defer func() { _ = tx.Rollback() }()
 	it := &Item{ID: id}
-	err = tx.QueryRowContext(ctx, "SELECT stock, sold, starts_at, ends_at FROM items WHERE id = ?", id).
-		Scan(&it.Stock, &it.Sold, &it.StartsAt, &it.EndsAt)
+	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, starts_at, ends_at FROM items WHERE id = ?", id).
+		Scan(&it.Stock, &it.Sold, &it.Strategy, &it.StartsAt, &it.EndsAt)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return snap, fmt.Errorf("item %d: %w", id, ErrNotFound)
@@ -265,20 +267,26 @@ func (s *Store) gateSnapshot(ctx context.Context, id int64) (snap gateSnapshot, 
 		return snap, dbError("read item", err)
 	}
 	snap = gateSnapshot{item: it, buyers: map[string]string{}, done: map[string]bool{}}
-	rows, err := tx.QueryContext(ctx, "SELECT id, user_id, 0 FROM orders WHERE item_id = ? UNION ALL SELECT id, user_id, 1 FROM order_failures WHERE item_id = ?", id, id)
+	rows, err := tx.QueryContext(ctx, "SELECT id, user_id, status, 0 FROM orders WHERE item_id = ? UNION ALL SELECT id, user_id, '', 1 FROM order_failures WHERE item_id = ?", id, id)
 	if err != nil {
 		return snap, dbError("read buyers", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var oid, user string
+		var oid, user, status string
 		var failed bool
-		if err := rows.Scan(&oid, &user, &failed); err != nil {
+		if err := rows.Scan(&oid, &user, &status, &failed); err != nil {
 			return snap, dbError("read buyers", err)
 		}
 		snap.done[oid] = true
-		if !failed {
+		switch {
+		case failed:
+			snap.failed++
+		default:
 			snap.buyers[user] = oid
+			if status != statusCancelled {
+				snap.live++
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {

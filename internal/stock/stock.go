@@ -27,6 +27,8 @@ const (
 	// StatusFailed is a lua-async order the database refused after it was
 	// admitted (possible only after Redis lost data); Reason says why.
 	StatusFailed = "failed"
+	// statusCancelled is a cancelled order's status (the order lifecycle).
+	statusCancelled = "cancelled"
 )
 
 // Item is a unit of stock on sale.
