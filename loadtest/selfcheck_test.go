@@ -278,7 +278,7 @@ func TestTimeCapStopsLoad(t *testing.T) {
 func TestCommandExitCodesAndFiles(t *testing.T) {
 	dir := t.TempDir()
 	args := func(url, token string, extra ...string) []string {
-		return append([]string{"-url", url, "-token", token, "-stock", "20", "-n", "300", "-users", "100",
+		return append([]string{"-url", url, "-token", token, "-strategies", "lua,lock", "-stock", "20", "-n", "300", "-users", "100",
 			"-c", "8", "-baseline", "100ms", "-seed", "7"}, extra...)
 	}
 

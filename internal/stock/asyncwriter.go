@@ -103,10 +103,12 @@ type asyncWriters struct {
 	log   *slog.Logger
 	name  string // consumer name base: host, pid and a random part
 
-	mu        sync.Mutex
-	items     []int64
-	refreshed time.Time
-	grouped   map[int64]bool
+	mu         sync.Mutex
+	items      []int64
+	refreshed  time.Time
+	grouped    map[int64]bool
+	groupRetry time.Time // no group creation before (Redis failed)
+	groupWarn  time.Time // last warning about it
 
 	stop chan struct{}
 	once sync.Once
@@ -176,13 +178,19 @@ func (w *asyncWriters) active(ctx context.Context) []int64 {
 		}
 	}
 	for _, id := range w.items {
-		if !w.grouped[id] {
-			if err := w.ensureGroup(ctx, id); err != nil {
-				w.log.Warn("lua-async writers: cannot create consumer group", "item", id, "err", err)
-				continue
-			}
-			w.grouped[id] = true
+		if w.grouped[id] || time.Now().Before(w.groupRetry) {
+			continue
 		}
+		if err := w.ensureGroup(ctx, id); err != nil {
+			// Redis is out: try again in a second, warn every ten.
+			w.groupRetry = time.Now().Add(time.Second)
+			if time.Since(w.groupWarn) >= 10*time.Second {
+				w.groupWarn = time.Now()
+				w.log.Warn("lua-async writers: cannot create consumer group; retrying", "item", id, "err", err)
+			}
+			break
+		}
+		w.grouped[id] = true
 	}
 	out := make([]int64, 0, len(w.items))
 	for _, id := range w.items {
