@@ -48,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	)
 	fs.StringVar(&cfg.BaseURL, "url", "http://127.0.0.1:8080", "service base URL (loopback only)")
 	fs.StringVar(&cfg.AdminToken, "token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token (default $SECKILL_ADMIN_TOKEN)")
+	fs.StringVar(&cfg.AdminURL, "admin-url", "", "admin listener base URL when the service has SECKILL_ADMIN_ADDR (loopback only); empty = -url")
 	fs.BoolVar(&embedded, "embedded", false, "start the service in-process (default: miniredis + SQLite in a temp dir) and ignore -url/-token")
 	fs.StringVar(&redisURL, "redis", "", "with -embedded: Redis URL for the in-process service (default: in-process miniredis)")
 	fs.StringVar(&keyPrefix, "key-prefix", "", "with -embedded: Redis key prefix for the in-process service")

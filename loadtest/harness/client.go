@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,9 +43,10 @@ type apiError struct {
 }
 
 type client struct {
-	base  string
-	token string
-	http  *http.Client
+	base      string
+	adminBase string // the admin listener; "" = base
+	token     string
+	http      *http.Client
 }
 
 func newClient(base, token string, conns int, timeout time.Duration) *client {
@@ -78,7 +80,11 @@ func (c *client) do(ctx context.Context, method, path string, body any, hdr map[
 		// answers. Every request here is sent exactly once.
 		rd, n = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	base := c.base
+	if c.adminBase != "" && strings.HasPrefix(path, "/api/v1/admin/") {
+		base = c.adminBase
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}

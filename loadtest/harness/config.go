@@ -26,6 +26,7 @@ const (
 type Config struct {
 	BaseURL    string   // service base URL; must be a loopback address. Default http://127.0.0.1:8080
 	AdminToken string   // bearer token for /api/v1/admin/*
+	AdminURL   string   // the admin listener's base URL (SECKILL_ADMIN_ADDR); "" = BaseURL
 	Strategies []string // one fresh item per strategy; "" means the server default. Default [""]
 
 	Stock       int     // stock S of every item. Default 100
@@ -64,6 +65,12 @@ func (c Config) withDefaults() (Config, error) {
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	if err := checkLoopback(c.BaseURL); err != nil {
 		return c, err
+	}
+	c.AdminURL = strings.TrimRight(c.AdminURL, "/")
+	if c.AdminURL != "" {
+		if err := checkLoopback(c.AdminURL); err != nil {
+			return c, err
+		}
 	}
 	if len(c.Strategies) == 0 {
 		c.Strategies = []string{""}

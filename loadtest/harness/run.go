@@ -260,6 +260,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	cl := newClient(cfg.BaseURL, cfg.AdminToken, cfg.Concurrency, cfg.RequestTimeout)
+	cl.adminBase = cfg.AdminURL
 	defer cl.close()
 
 	rep := &Report{Config: summarize(cfg), Pass: true}
