@@ -27,14 +27,14 @@ if KEYS[5] then
     end
   end
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local m = redis.call('HMGET', KEYS[1], 'stock', 'taken', 'starts', 'ends', 'soldout')
+if not m[1] then
   return {'missing', ''}
 end
 local prev = redis.call('HGET', KEYS[2], ARGV[1])
 if prev == ARGV[2] then
   return {'ok', prev}
 end
-local m = redis.call('HMGET', KEYS[1], 'stock', 'taken', 'starts', 'ends', 'soldout')
 local now = tonumber(ARGV[3])
 local starts = tonumber(m[3]) or 0
 local ends = tonumber(m[4]) or 0
