@@ -1,0 +1,31 @@
+-- wrk script: order attempts on one item, a distinct user_id per request
+-- (and per wrk thread), so every attempt is a new buyer.
+--
+--   wrk -t2 -c64 -d10s -s loadtest/wrk/orders.lua http://127.0.0.1:8080 -- ITEM_ID [PREFIX]
+--
+-- ITEM_ID is the item to buy; PREFIX (default "wrk") starts every user id,
+-- so repeated runs against one item can use fresh users. wrk counts any
+-- status other than 2xx/3xx as "Non-2xx or 3xx responses": sold out (409)
+-- lands there, a 202 does not.
+
+local threads = {}
+local counter = 0
+
+function setup(thread)
+  counter = counter + 1
+  thread:set("tid", counter)
+  table.insert(threads, thread)
+end
+
+function init(args)
+  item = args[1] or "1"
+  prefix = (args[2] or "wrk") .. "-t" .. tid .. "-"
+  n = 0
+  path = "/api/v1/items/" .. item .. "/orders"
+  headers = { ["Content-Type"] = "application/json" }
+end
+
+function request()
+  n = n + 1
+  return wrk.format("POST", path, headers, '{"user_id":"' .. prefix .. n .. '"}')
+end
