@@ -12,6 +12,7 @@ type asyncMetrics struct {
 	batch         prometheus.Histogram
 	deadLettered  prometheus.Counter
 	writeFailures *prometheus.CounterVec
+	lost          prometheus.Counter
 }
 
 func newAsyncMetrics(reg *prometheus.Registry) asyncMetrics {
@@ -33,7 +34,11 @@ func newAsyncMetrics(reg *prometheus.Registry) asyncMetrics {
 			Help: "Failed attempts to persist a lua-async batch, by kind: outage (retried until it passes) or error.",
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(a.persisted, a.batch, a.deadLettered, a.writeFailures)
+	a.lost = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "async_orders_lost_total",
+		Help: "Queued lua-async orders not written because Redis lost them (its data) before their batch committed.",
+	})
+	reg.MustRegister(a.persisted, a.batch, a.deadLettered, a.writeFailures, a.lost)
 	return a
 }
 
@@ -65,4 +70,11 @@ func (m *Metrics) WriteFailed(outage bool) {
 		kind = "outage"
 	}
 	m.async.writeFailures.WithLabelValues(kind).Inc()
+}
+
+// QueueLost records queued orders Redis lost before they were written.
+func (m *Metrics) QueueLost(n int) {
+	if m != nil {
+		m.async.lost.Add(float64(n))
+	}
 }

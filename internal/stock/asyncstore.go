@@ -34,6 +34,10 @@ type persisted struct {
 // rows first; running the batch again sorts them out.
 var errQueuedClash = errors.New("queued orders clash with a concurrent write")
 
+// errQueueLost means Redis no longer holds a batch's entries (it lost its
+// data): the batch is not written. Those orders were lost with the queue.
+var errQueueLost = errors.New("the batch's entries are no longer queued in Redis (Redis lost data)")
+
 // persistQueued writes a batch of one item's queued orders in one
 // transaction: a multi-row INSERT and UPDATE items SET sold = sold + k WHERE
 // sold + k <= stock, rows affected checked. It is idempotent: orders already
@@ -42,9 +46,12 @@ var errQueuedClash = errors.New("queued orders clash with a concurrent write")
 // order_failures with the reason, in the same transaction. The order of the
 // batch (stream order, which is admission order) decides who gets the last
 // units.
-func (s *Store) persistQueued(ctx context.Context, itemID int64, batch []*queued, now time.Time) (persisted, error) {
+//
+// beforeCommit, when set, runs inside the transaction just before COMMIT;
+// an error rolls the batch back and is returned.
+func (s *Store) persistQueued(ctx context.Context, itemID int64, batch []*queued, now time.Time, beforeCommit func(context.Context) error) (persisted, error) {
 	for attempt := 0; ; attempt++ {
-		res, err := s.persistQueuedOnce(ctx, itemID, batch, now)
+		res, err := s.persistQueuedOnce(ctx, itemID, batch, now, beforeCommit)
 		if errors.Is(err, errQueuedClash) && attempt < 3 {
 			continue
 		}
@@ -52,7 +59,7 @@ func (s *Store) persistQueued(ctx context.Context, itemID int64, batch []*queued
 	}
 }
 
-func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*queued, now time.Time) (persisted, error) {
+func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*queued, now time.Time, beforeCommit func(context.Context) error) (persisted, error) {
 	res := persisted{failed: map[string]string{}, byID: make(map[string]*queued, len(batch))}
 	known, err := s.knownQueued(ctx, itemID, batch)
 	if err != nil {
@@ -87,7 +94,7 @@ func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*qu
 		for _, q := range accept[limit:] {
 			res.failed[q.id] = "sold_out"
 		}
-		err := s.writeQueued(ctx, itemID, accept[:limit], keyNull, res.failed, res.byID, now)
+		err := s.writeQueued(ctx, itemID, accept[:limit], keyNull, res.failed, res.byID, now, beforeCommit)
 		if !errors.Is(err, errBatchRefused) {
 			if err == nil {
 				res.written = accept[:limit]
@@ -168,7 +175,7 @@ func (s *Store) knownQueued(ctx context.Context, itemID int64, batch []*queued) 
 // one transaction. errBatchRefused: fewer units left than orders (nothing
 // written); errQueuedClash: a concurrent writer got some rows in first.
 func (s *Store) writeQueued(ctx context.Context, itemID int64, orders []*queued, keyNull map[string]bool,
-	failed map[string]string, byID map[string]*queued, now time.Time) (err error) {
+	failed map[string]string, byID map[string]*queued, now time.Time, beforeCommit func(context.Context) error) (err error) {
 	tx, err := s.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return dbError("begin", err)
@@ -228,6 +235,11 @@ func (s *Store) writeQueued(ctx context.Context, itemID int64, orders []*queued,
 				return errQueuedClash
 			}
 			return dbError("record failed orders", err)
+		}
+	}
+	if beforeCommit != nil && (len(orders) > 0 || len(failed) > 0) {
+		if err = beforeCommit(ctx); err != nil {
+			return err
 		}
 	}
 	if err = tx.Commit(); err != nil {

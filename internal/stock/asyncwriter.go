@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,12 @@ import (
 
 // asyncGroup is the consumer group every writer of every process joins.
 const asyncGroup = "writers"
+
+var (
+	//go:embed lua/adopt.lua
+	adoptSrc    string
+	adoptScript = redis.NewScript(adoptSrc)
+)
 
 // AsyncConfig tunes the lua-async pipeline. Zero values mean the defaults.
 type AsyncConfig struct {
@@ -63,6 +70,9 @@ type AsyncObserver interface {
 	// WriteFailed reports a failed attempt to persist a batch; outage is
 	// true when the database or Redis could not be reached.
 	WriteFailed(outage bool)
+	// QueueLost reports queued orders not written because Redis lost them
+	// (its data) before their batch committed.
+	QueueLost(n int)
 }
 
 func (c *AsyncConfig) withDefaults() {
@@ -311,8 +321,18 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		start := time.Now()
-		res, err := w.store.persistQueued(ctx, itemID, batch, dbNow())
+		res, err := w.store.persistQueued(ctx, itemID, batch, dbNow(), func(ctx context.Context) error {
+			return w.stillQueued(ctx, itemID, batch)
+		})
 		cancel()
+		if errors.Is(err, errQueueLost) {
+			w.log.Error("lua-async: Redis lost the entries of a batch before it was committed; those orders are not written (see the README on what a 202 survives)",
+				"item", itemID, "orders", len(batch))
+			if o := w.cfg.Observer; o != nil {
+				o.QueueLost(len(batch))
+			}
+			return
+		}
 		if err == nil {
 			if o := w.cfg.Observer; o != nil {
 				o.Persisted(len(res.written), len(res.already), len(res.failed), time.Since(start))
@@ -324,7 +344,7 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 				w.log.Error("lua-async: admitted orders refused by the database (Redis lost data?); recorded as failed",
 					"item", itemID, "failed", len(res.failed))
 			}
-			w.ack(itemID, batch)
+			w.ack(itemID, batch, res.written)
 			return
 		}
 		outage := errors.Is(err, ErrUnavailable)
@@ -355,10 +375,12 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 		if failures <= 1 && (wait.n == 0 || wait.every(10*time.Second)) {
 			w.log.Warn("lua-async writers: batch not persisted; retrying", "item", itemID, "orders", len(batch), "outage", outage, "err", err)
 		}
-		if !w.sleep(wait.next()) {
+		// Sleep no longer than a third of ClaimIdle at a time, so the claim
+		// is renewed before another writer may take the entries over.
+		if !w.sleep(min(wait.next(), w.cfg.ClaimIdle/3)) {
 			return // stopping: the entries stay pending for another writer
 		}
-		if time.Since(renewed) > w.cfg.ClaimIdle/3 {
+		if time.Since(renewed) >= w.cfg.ClaimIdle/3 {
 			w.renew(consumer, itemID, batch)
 			renewed = time.Now()
 		}
@@ -381,12 +403,33 @@ func (w *asyncWriters) renew(consumer string, itemID int64, batch []*queued) {
 	}
 }
 
+// stillQueued checks, just before a batch commits, that Redis still holds
+// its first entry as delivered: if Redis lost its data meanwhile, the gate
+// may be rebuilt without this batch, and writing it now would let its
+// buyers buy again and the gate admit more than it has.
+func (w *asyncWriters) stillQueued(ctx context.Context, itemID int64, batch []*queued) error {
+	first := batch[0].entry
+	pend, err := w.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: w.keys.stream(itemID), Group: asyncGroup,
+		Start: first, End: first, Count: 1}).Result()
+	switch {
+	case isNoGroup(err), err == nil && len(pend) == 0:
+		return errQueueLost
+	case err != nil && !errors.Is(err, redis.Nil):
+		return redisError("check the batch is still queued", err)
+	case errors.Is(err, redis.Nil):
+		return errQueueLost
+	}
+	return nil
+}
+
 // ack acknowledges and deletes persisted entries and drops their pending
 // markers, in one MULTI. Only entries this writer just persisted are
 // deleted: nothing unacknowledged is ever trimmed. If Redis is out it keeps
 // trying until stopped; an entry left behind is delivered again and found
-// done.
-func (w *asyncWriters) ack(itemID int64, batch []*queued) {
+// done. If fewer entries were pending than written, Redis lost them after
+// the check before COMMIT: the written orders are counted into the gate,
+// which may have been rebuilt without them.
+func (w *asyncWriters) ack(itemID int64, batch, written []*queued) {
 	ids := make([]string, len(batch))
 	markers := make([]string, len(batch))
 	for i, q := range batch {
@@ -397,12 +440,16 @@ func (w *asyncWriters) ack(itemID int64, batch []*queued) {
 	wait := newBackoff()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var acked *redis.IntCmd
 		_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.XAck(ctx, stream, asyncGroup, ids...)
+			acked = p.XAck(ctx, stream, asyncGroup, ids...)
 			p.XDel(ctx, stream, ids...)
 			p.Del(ctx, markers...)
 			return nil
 		})
+		if err == nil && acked.Val() < int64(len(ids)) && len(written) > 0 {
+			w.adopt(ctx, itemID, written)
+		}
 		cancel()
 		if err == nil {
 			return
@@ -413,6 +460,24 @@ func (w *asyncWriters) ack(itemID int64, batch []*queued) {
 		if !w.sleep(wait.next()) {
 			return
 		}
+	}
+}
+
+// adopt counts written orders into a gate that may have been rebuilt
+// without them (see adopt.lua).
+func (w *asyncWriters) adopt(ctx context.Context, itemID int64, written []*queued) {
+	args := make([]any, 0, 2*len(written))
+	for _, q := range written {
+		args = append(args, q.userID, q.id)
+	}
+	res, err := adoptScript.Run(ctx, w.rdb, []string{w.keys.meta(itemID), w.keys.buyers(itemID)}, args...).Int64Slice()
+	if err != nil || len(res) != 2 {
+		w.log.Error("lua-async: cannot count a batch written while Redis lost data into the gate; run reconcile", "item", itemID, "err", err)
+		return
+	}
+	if res[0] > 0 || res[1] > 0 {
+		w.log.Warn("lua-async: a batch was written while Redis lost its queue; counted into the rebuilt gate", "item", itemID,
+			"orders", len(written), "added", res[0], "buyers_holding_another_order", res[1])
 	}
 }
 
