@@ -92,10 +92,10 @@ func TestRedisFlushDuringLoad(t *testing.T) {
 // database and the (now empty) stream, so the batch is counted nowhere.
 // Writing it afterwards would let its buyers buy again and the gate admit
 // units the batch takes, so answers given after the loss would fail. The
-// writer checks, just before COMMIT, that Redis still holds the batch:
-// it does not, so the batch is dropped, lost with the rest of the queue
-// (as the README says of a 202 without Redis persistence), and counted in
-// seckill_async_orders_lost_total. Every order acknowledged after the loss
+// rebuild moves the item's queue epoch on, and the batch's UPDATE carries
+// the old one, so the database refuses it: it is dropped, lost with the
+// rest of the queue (as the README says of a 202 without Redis
+// persistence), and counted in seckill_async_orders_lost_total. Every order acknowledged after the loss
 // must be written, and the gate must agree with the database.
 func TestRedisFlushWhileWriterHoldsBatch(t *testing.T) {
 	const queuedInOutage = 20

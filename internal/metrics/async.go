@@ -36,7 +36,7 @@ func newAsyncMetrics(reg *prometheus.Registry) asyncMetrics {
 	}
 	a.lost = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: namespace, Name: "async_orders_lost_total",
-		Help: "Queued lua-async orders not written because Redis lost them (its data) before their batch committed.",
+		Help: "Queued lua-async orders not written because Redis lost their queue before their batch committed (the gate was rebuilt without them).",
 	})
 	reg.MustRegister(a.persisted, a.batch, a.deadLettered, a.writeFailures, a.lost)
 	return a

@@ -19,6 +19,7 @@ type queued struct {
 	userID  string
 	key     string    // Idempotency-Key, "" = none
 	created time.Time // when the gate admitted it
+	epoch   int64     // the queue epoch of the gate that admitted it
 }
 
 // persisted says what one batch of queued orders came to. Every order of the
@@ -34,9 +35,9 @@ type persisted struct {
 // rows first; running the batch again sorts them out.
 var errQueuedClash = errors.New("queued orders clash with a concurrent write")
 
-// errQueueLost means Redis no longer holds a batch's entries (it lost its
-// data): the batch is not written. Those orders were lost with the queue.
-var errQueueLost = errors.New("the batch's entries are no longer queued in Redis (Redis lost data)")
+// errQueueLost means a batch comes from a queue Redis lost: the item's gate
+// was rebuilt without it (its queue epoch moved on), so it is not written.
+var errQueueLost = errors.New("the batch comes from a queue Redis lost; the gate was rebuilt without it")
 
 // persistQueued writes a batch of one item's queued orders in one
 // transaction: a multi-row INSERT and UPDATE items SET sold = sold + k WHERE
@@ -45,13 +46,11 @@ var errQueueLost = errors.New("the batch's entries are no longer queued in Redis
 // already holds another order, or for which no unit is left, is recorded in
 // order_failures with the reason, in the same transaction. The order of the
 // batch (stream order, which is admission order) decides who gets the last
-// units.
-//
-// beforeCommit, when set, runs inside the transaction just before COMMIT;
-// an error rolls the batch back and is returned.
-func (s *Store) persistQueued(ctx context.Context, itemID int64, batch []*queued, now time.Time, beforeCommit func(context.Context) error) (persisted, error) {
+// units. Every order of the batch carries the same queue epoch, and the
+// batch commits only while the item has it (errQueueLost otherwise).
+func (s *Store) persistQueued(ctx context.Context, itemID int64, batch []*queued, now time.Time) (persisted, error) {
 	for attempt := 0; ; attempt++ {
-		res, err := s.persistQueuedOnce(ctx, itemID, batch, now, beforeCommit)
+		res, err := s.persistQueuedOnce(ctx, itemID, batch, now)
 		if errors.Is(err, errQueuedClash) && attempt < 3 {
 			continue
 		}
@@ -59,7 +58,7 @@ func (s *Store) persistQueued(ctx context.Context, itemID int64, batch []*queued
 	}
 }
 
-func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*queued, now time.Time, beforeCommit func(context.Context) error) (persisted, error) {
+func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*queued, now time.Time) (persisted, error) {
 	res := persisted{failed: map[string]string{}, byID: make(map[string]*queued, len(batch))}
 	known, err := s.knownQueued(ctx, itemID, batch)
 	if err != nil {
@@ -94,17 +93,21 @@ func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*qu
 		for _, q := range accept[limit:] {
 			res.failed[q.id] = "sold_out"
 		}
-		err := s.writeQueued(ctx, itemID, accept[:limit], keyNull, res.failed, res.byID, now, beforeCommit)
+		err := s.writeQueued(ctx, itemID, batch[0].epoch, accept[:limit], keyNull, res.failed, res.byID, now)
 		if !errors.Is(err, errBatchRefused) {
 			if err == nil {
 				res.written = accept[:limit]
 			}
 			return res, err
 		}
-		// Fewer units left than orders: the first that fit are written.
-		left, err := s.remaining(ctx, itemID)
+		// Fewer units left than orders, or a lost queue.
+		var left, epoch int64
+		err = s.sql.QueryRowContext(ctx, "SELECT stock - sold, queue_epoch FROM items WHERE id = ?", itemID).Scan(&left, &epoch)
 		if err != nil {
-			return res, err
+			return res, dbError("read remaining", err)
+		}
+		if epoch != batch[0].epoch {
+			return res, fmt.Errorf("item %d has queue epoch %d, the batch %d: %w", itemID, epoch, batch[0].epoch, errQueueLost)
 		}
 		limit = int(max(0, min(left, int64(limit-1))))
 		for _, q := range accept[limit:] {
@@ -174,8 +177,8 @@ func (s *Store) knownQueued(ctx context.Context, itemID int64, batch []*queued) 
 // writeQueued inserts orders and takes their units, and records failures, in
 // one transaction. errBatchRefused: fewer units left than orders (nothing
 // written); errQueuedClash: a concurrent writer got some rows in first.
-func (s *Store) writeQueued(ctx context.Context, itemID int64, orders []*queued, keyNull map[string]bool,
-	failed map[string]string, byID map[string]*queued, now time.Time, beforeCommit func(context.Context) error) (err error) {
+func (s *Store) writeQueued(ctx context.Context, itemID, epoch int64, orders []*queued, keyNull map[string]bool,
+	failed map[string]string, byID map[string]*queued, now time.Time) (err error) {
 	tx, err := s.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return dbError("begin", err)
@@ -202,9 +205,12 @@ func (s *Store) writeQueued(ctx context.Context, itemID int64, orders []*queued,
 			}
 			return dbError("insert queued orders", err)
 		}
+		// The epoch fences a batch from a lost queue out, atomically with
+		// the units it takes; this row lock also orders the batch against
+		// a gate rebuild (see rebuildAsync).
 		var r sql.Result
-		r, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, updated_at = ? WHERE id = ? AND sold + ? <= stock",
-			len(orders), now, itemID, len(orders))
+		r, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, updated_at = ? WHERE id = ? AND sold + ? <= stock AND queue_epoch = ?",
+			len(orders), now, itemID, len(orders), epoch)
 		if err != nil {
 			return dbError("take units", err)
 		}
@@ -215,6 +221,15 @@ func (s *Store) writeQueued(ctx context.Context, itemID int64, orders []*queued,
 		}
 		if n != 1 {
 			err = errBatchRefused
+			return err
+		}
+	} else if len(failed) > 0 {
+		var have int64
+		if err = tx.QueryRowContext(ctx, "SELECT queue_epoch FROM items WHERE id = ?", itemID).Scan(&have); err != nil {
+			return dbError("read queue epoch", err)
+		}
+		if have != epoch {
+			err = fmt.Errorf("item %d has queue epoch %d, the batch %d: %w", itemID, have, epoch, errQueueLost)
 			return err
 		}
 	}
@@ -235,11 +250,6 @@ func (s *Store) writeQueued(ctx context.Context, itemID int64, orders []*queued,
 				return errQueuedClash
 			}
 			return dbError("record failed orders", err)
-		}
-	}
-	if beforeCommit != nil && (len(orders) > 0 || len(failed) > 0) {
-		if err = beforeCommit(ctx); err != nil {
-			return err
 		}
 	}
 	if err = tx.Commit(); err != nil {

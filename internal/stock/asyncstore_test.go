@@ -33,7 +33,7 @@ func TestPersistQueuedSettlesEveryOrder(t *testing.T) {
 		}
 
 		first := []*queued{newQueued(it.ID, "a", "ka"), newQueued(it.ID, "b", "")}
-		res, err := store.persistQueued(ctx, it.ID, first, dbNow(), nil)
+		res, err := store.persistQueued(ctx, it.ID, first, dbNow())
 		if err != nil {
 			t.Fatalf("first batch: %v", err)
 		}
@@ -49,7 +49,7 @@ func TestPersistQueuedSettlesEveryOrder(t *testing.T) {
 		d := newQueued(it.ID, "d", "")
 		e := newQueued(it.ID, "e", "")
 		batch := append(append([]*queued{}, first...), dupUser, keyClash, keyClash, d, e)
-		res, err = store.persistQueued(ctx, it.ID, batch, dbNow(), nil)
+		res, err = store.persistQueued(ctx, it.ID, batch, dbNow())
 		if err != nil {
 			t.Fatalf("second batch: %v", err)
 		}
@@ -94,7 +94,7 @@ func TestPersistQueuedSettlesEveryOrder(t *testing.T) {
 		}
 
 		// Everything again: all of it is done now, nothing changes.
-		res, err = store.persistQueued(ctx, it.ID, batch, dbNow(), nil)
+		res, err = store.persistQueued(ctx, it.ID, batch, dbNow())
 		if err != nil {
 			t.Fatalf("third batch: %v", err)
 		}

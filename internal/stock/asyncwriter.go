@@ -2,7 +2,6 @@ package stock
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,11 +17,6 @@ import (
 // asyncGroup is the consumer group every writer of every process joins.
 const asyncGroup = "writers"
 
-var (
-	//go:embed lua/adopt.lua
-	adoptSrc    string
-	adoptScript = redis.NewScript(adoptSrc)
-)
 
 // AsyncConfig tunes the lua-async pipeline. Zero values mean the defaults.
 type AsyncConfig struct {
@@ -305,8 +299,15 @@ func (w *asyncWriters) handle(consumer string, itemID int64, msgs []redis.XMessa
 	if len(bad) > 0 {
 		w.deadLetter(itemID, bad, "malformed entry")
 	}
-	if len(batch) > 0 {
-		w.persist(consumer, itemID, batch)
+	// A batch carries one queue epoch (entries of two gates can meet only
+	// when a claimed batch straddles a rebuild).
+	for len(batch) > 0 {
+		n := 1
+		for n < len(batch) && batch[n].epoch == batch[0].epoch {
+			n++
+		}
+		w.persist(consumer, itemID, batch[:n])
+		batch = batch[n:]
 	}
 }
 
@@ -321,13 +322,11 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		start := time.Now()
-		res, err := w.store.persistQueued(ctx, itemID, batch, dbNow(), func(ctx context.Context) error {
-			return w.stillQueued(ctx, itemID, batch)
-		})
+		res, err := w.store.persistQueued(ctx, itemID, batch, dbNow())
 		cancel()
 		if errors.Is(err, errQueueLost) {
-			w.log.Error("lua-async: Redis lost the entries of a batch before it was committed; those orders are not written (see the README on what a 202 survives)",
-				"item", itemID, "orders", len(batch))
+			w.log.Error("lua-async: a batch from a queue Redis lost is not written; the gate was rebuilt without it (see the README on what a 202 survives)",
+				"item", itemID, "orders", len(batch), "err", err)
 			if o := w.cfg.Observer; o != nil {
 				o.QueueLost(len(batch))
 			}
@@ -344,7 +343,7 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 				w.log.Error("lua-async: admitted orders refused by the database (Redis lost data?); recorded as failed",
 					"item", itemID, "failed", len(res.failed))
 			}
-			w.ack(itemID, batch, res.written)
+			w.ack(itemID, batch)
 			return
 		}
 		outage := errors.Is(err, ErrUnavailable)
@@ -403,33 +402,12 @@ func (w *asyncWriters) renew(consumer string, itemID int64, batch []*queued) {
 	}
 }
 
-// stillQueued checks, just before a batch commits, that Redis still holds
-// its first entry as delivered: if Redis lost its data meanwhile, the gate
-// may be rebuilt without this batch, and writing it now would let its
-// buyers buy again and the gate admit more than it has.
-func (w *asyncWriters) stillQueued(ctx context.Context, itemID int64, batch []*queued) error {
-	first := batch[0].entry
-	pend, err := w.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: w.keys.stream(itemID), Group: asyncGroup,
-		Start: first, End: first, Count: 1}).Result()
-	switch {
-	case isNoGroup(err), err == nil && len(pend) == 0:
-		return errQueueLost
-	case err != nil && !errors.Is(err, redis.Nil):
-		return redisError("check the batch is still queued", err)
-	case errors.Is(err, redis.Nil):
-		return errQueueLost
-	}
-	return nil
-}
-
 // ack acknowledges and deletes persisted entries and drops their pending
 // markers, in one MULTI. Only entries this writer just persisted are
 // deleted: nothing unacknowledged is ever trimmed. If Redis is out it keeps
 // trying until stopped; an entry left behind is delivered again and found
-// done. If fewer entries were pending than written, Redis lost them after
-// the check before COMMIT: the written orders are counted into the gate,
-// which may have been rebuilt without them.
-func (w *asyncWriters) ack(itemID int64, batch, written []*queued) {
+// done.
+func (w *asyncWriters) ack(itemID int64, batch []*queued) {
 	ids := make([]string, len(batch))
 	markers := make([]string, len(batch))
 	for i, q := range batch {
@@ -440,16 +418,12 @@ func (w *asyncWriters) ack(itemID int64, batch, written []*queued) {
 	wait := newBackoff()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		var acked *redis.IntCmd
 		_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			acked = p.XAck(ctx, stream, asyncGroup, ids...)
+			p.XAck(ctx, stream, asyncGroup, ids...)
 			p.XDel(ctx, stream, ids...)
 			p.Del(ctx, markers...)
 			return nil
 		})
-		if err == nil && acked.Val() < int64(len(ids)) && len(written) > 0 {
-			w.adopt(ctx, itemID, written)
-		}
 		cancel()
 		if err == nil {
 			return
@@ -460,24 +434,6 @@ func (w *asyncWriters) ack(itemID int64, batch, written []*queued) {
 		if !w.sleep(wait.next()) {
 			return
 		}
-	}
-}
-
-// adopt counts written orders into a gate that may have been rebuilt
-// without them (see adopt.lua).
-func (w *asyncWriters) adopt(ctx context.Context, itemID int64, written []*queued) {
-	args := make([]any, 0, 2*len(written))
-	for _, q := range written {
-		args = append(args, q.userID, q.id)
-	}
-	res, err := adoptScript.Run(ctx, w.rdb, []string{w.keys.meta(itemID), w.keys.buyers(itemID)}, args...).Int64Slice()
-	if err != nil || len(res) != 2 {
-		w.log.Error("lua-async: cannot count a batch written while Redis lost data into the gate; run reconcile", "item", itemID, "err", err)
-		return
-	}
-	if res[0] > 0 || res[1] > 0 {
-		w.log.Warn("lua-async: a batch was written while Redis lost its queue; counted into the rebuilt gate", "item", itemID,
-			"orders", len(written), "added", res[0], "buyers_holding_another_order", res[1])
 	}
 }
 
@@ -600,6 +556,9 @@ func parseQueued(itemID int64, m redis.XMessage) (*queued, error) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
 	q := &queued{entry: m.ID, id: str("o"), itemID: itemID, userID: str("u"), key: str("k")}
 	ms, err := strconv.ParseInt(str("t"), 10, 64)
+	if e := str("e"); e != "" && err == nil {
+		q.epoch, err = strconv.ParseInt(e, 10, 64)
+	}
 	if err != nil || !orderIDPattern.MatchString(q.id) || !userIDPattern.MatchString(q.userID) || len(q.key) > MaxIdemKeyLen {
 		return nil, fmt.Errorf("malformed entry %s: %v", m.ID, m.Values)
 	}
@@ -610,7 +569,7 @@ func parseQueued(itemID int64, m redis.XMessage) (*queued, error) {
 // message is q as a stream entry again (for the dead-letter stream).
 func (q *queued) message() redis.XMessage {
 	return redis.XMessage{ID: q.entry, Values: map[string]any{"o": q.id, "u": q.userID, "k": q.key,
-		"t": strconv.FormatInt(q.created.UnixMilli(), 10)}}
+		"t": strconv.FormatInt(q.created.UnixMilli(), 10), "e": strconv.FormatInt(q.epoch, 10)}}
 }
 
 // backoff doubles from 50ms to 5s.

@@ -161,20 +161,33 @@ func (s *Service) pendingOrder(ctx context.Context, id string) (*Order, error) {
 // rebuildAsync creates a lua-async item's gate after Redis lost it: taken
 // is what the database sold plus the orders still queued in the item's
 // stream (and its dead-letter stream) that the database does not have yet,
-// and the buyers are the database's plus the queued ones. The streams are
-// read before the database, so an order that a writer moves from one to
-// the other meanwhile is seen at least once, and counted once (by id).
-// Nothing can be queued meanwhile: the enqueue script refuses while the
-// gate is missing. Concurrent rebuilders race on the install script; the
-// first one wins.
+// and the buyers are the database's plus the queued ones.
+//
+// It runs holding the item's row lock, which every writer's batch needs to
+// take its units, so no batch commits while the database and the streams
+// are read and the gate installed: each order is counted exactly once. If
+// the streams are empty, Redis lost the queue (or it had drained, and then
+// no writer holds anything): the item's queue epoch moves on, so a batch
+// some writer read from the lost queue can never be written after this
+// gate was built without it (persistQueued refuses the old epoch). Nothing
+// can be queued meanwhile: the enqueue script refuses while the gate is
+// missing. Rebuilders in other processes wait for the row lock, then find
+// the gate installed.
 func (s *Service) rebuildAsync(ctx context.Context, id int64) error {
 	_, err, _ := s.loading.Do("rebuild:"+strconv.FormatInt(id, 10), func() (any, error) {
-		return nil, s.rebuildAsyncOnce(ctx, id)
+		return nil, s.store.withItemLocked(ctx, id, func(tx *sql.Tx, epoch int64) error {
+			return s.rebuildAsyncLocked(ctx, tx, id, epoch)
+		})
 	})
 	return err
 }
 
-func (s *Service) rebuildAsyncOnce(ctx context.Context, id int64) error {
+func (s *Service) rebuildAsyncLocked(ctx context.Context, tx *sql.Tx, id, epoch int64) error {
+	if n, err := s.rdb.Exists(ctx, s.keys.meta(id)).Result(); err != nil {
+		return redisError("check gate", err)
+	} else if n == 1 {
+		return nil // rebuilt by another process while this one waited
+	}
 	var inFlight []redis.XMessage
 	for _, key := range []string{s.keys.stream(id), s.keys.dead(id)} {
 		msgs, err := s.rdb.XRange(ctx, key, "-", "+").Result()
@@ -183,7 +196,13 @@ func (s *Service) rebuildAsyncOnce(ctx context.Context, id int64) error {
 		}
 		inFlight = append(inFlight, msgs...)
 	}
-	snap, err := s.store.gateSnapshot(ctx, id)
+	if len(inFlight) == 0 {
+		epoch++
+		if _, err := tx.ExecContext(ctx, "UPDATE items SET queue_epoch = ? WHERE id = ?", epoch, id); err != nil {
+			return dbError("move queue epoch", err)
+		}
+	}
+	snap, err := snapshotIn(ctx, tx, id)
 	if err != nil {
 		return err
 	}
@@ -230,13 +249,47 @@ func (s *Service) rebuildAsyncOnce(ctx context.Context, id int64) error {
 	}
 	it := snap.item
 	created, err := installScript.Run(ctx, s.rdb, []string{s.keys.meta(id), s.keys.buyers(id), tmp},
-		it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt)).Int()
+		it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt), epoch).Int()
 	if err != nil {
 		return redisError("install rebuilt gate", err)
 	}
 	if created == 1 {
 		s.cfg.Logger.WarnContext(ctx, "lua-async gate rebuilt from the database and the stream", "item", id,
-			"stock", it.Stock, "sold", it.Sold, "queued", taken-it.Sold, "buyers", len(buyers))
+			"stock", it.Stock, "sold", it.Sold, "queued", taken-it.Sold, "buyers", len(buyers), "queue_epoch", epoch)
+	}
+	return nil
+}
+
+// withItemLocked runs fn in a transaction holding the item's row lock
+// (SELECT ... FOR UPDATE; SQLite has one connection, so its transactions
+// are serial anyway), with the item's queue epoch, and commits if fn
+// returns nil.
+func (s *Store) withItemLocked(ctx context.Context, id int64, fn func(tx *sql.Tx, epoch int64) error) (err error) {
+	tx, err := s.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return dbError("begin", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	q := "SELECT queue_epoch FROM items WHERE id = ?"
+	if s.db.Dialector.Name() != "sqlite" {
+		q += " FOR UPDATE"
+	}
+	var epoch int64
+	if err = tx.QueryRowContext(ctx, q, id).Scan(&epoch); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("item %d: %w", id, ErrNotFound)
+		}
+		return dbError("lock item", err)
+	}
+	if err = fn(tx, epoch); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return dbError("commit", err)
 	}
 	return nil
 }
@@ -251,12 +304,16 @@ type gateSnapshot struct {
 	failed int64             // orders recorded as failed
 }
 
-func (s *Store) gateSnapshot(ctx context.Context, id int64) (snap gateSnapshot, err error) {
+func (s *Store) gateSnapshot(ctx context.Context, id int64) (gateSnapshot, error) {
 	tx, err := s.sql.BeginTx(ctx, nil)
 	if err != nil {
-		return snap, dbError("begin", err)
+		return gateSnapshot{}, dbError("begin", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	return snapshotIn(ctx, tx, id)
+}
+
+func snapshotIn(ctx context.Context, tx *sql.Tx, id int64) (snap gateSnapshot, err error) {
 	it := &Item{ID: id}
 	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, starts_at, ends_at FROM items WHERE id = ?", id).
 		Scan(&it.Stock, &it.Sold, &it.Strategy, &it.StartsAt, &it.EndsAt)

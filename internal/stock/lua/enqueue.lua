@@ -1,7 +1,8 @@
 -- lua-async: admit one order and queue it for the database writers, all at
 -- once: the idempotency key, the sale window, the buyer, what is left, then
 -- XADD to the item's stream. Nothing is written unless every check passes.
--- KEYS[1] item meta hash (stock, taken, starts, ends, soldout)
+-- KEYS[1] item meta hash (stock, taken, starts, ends, soldout, epoch: the
+--         queue epoch each entry carries, see migrations/*/00004)
 -- KEYS[2] buyers hash: user id -> order id
 -- KEYS[3] the item's order stream
 -- KEYS[4] the order's pending marker (found by order id until persisted)
@@ -27,7 +28,7 @@ if KEYS[5] then
     end
   end
 end
-local m = redis.call('HMGET', KEYS[1], 'stock', 'taken', 'starts', 'ends', 'soldout')
+local m = redis.call('HMGET', KEYS[1], 'stock', 'taken', 'starts', 'ends', 'soldout', 'epoch')
 if not m[1] then
   return {'missing', ''}
 end
@@ -52,7 +53,7 @@ if m[5] == m[1] or (tonumber(m[2]) or 0) >= (tonumber(m[1]) or 0) then
 end
 redis.call('HINCRBY', KEYS[1], 'taken', 1)
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('XADD', KEYS[3], '*', 'o', ARGV[2], 'u', ARGV[1], 'k', ARGV[5], 't', ARGV[3])
+redis.call('XADD', KEYS[3], '*', 'o', ARGV[2], 'u', ARGV[1], 'k', ARGV[5], 't', ARGV[3], 'e', m[6] or '0')
 redis.call('SET', KEYS[4], ARGV[4] .. '|' .. ARGV[1] .. '|' .. ARGV[3], 'EX', ARGV[7])
 if KEYS[5] then
   redis.call('SET', KEYS[5], ARGV[1] .. '|' .. ARGV[2], 'EX', ARGV[6])

@@ -2,7 +2,8 @@
 -- unless one exists already: concurrent rebuilders race here and the first
 -- one wins. The rebuilt buyers were written to a temporary key first.
 -- KEYS[1] item meta hash, KEYS[2] buyers hash, KEYS[3] the rebuilt buyers
--- ARGV[1] stock, ARGV[2] taken, ARGV[3] starts, ARGV[4] ends (unix ms, 0 = none)
+-- ARGV[1] stock, ARGV[2] taken, ARGV[3] starts, ARGV[4] ends (unix ms, 0 = none),
+-- ARGV[5] queue epoch
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('DEL', KEYS[3])
   return 0
@@ -13,5 +14,5 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
 else
   redis.call('DEL', KEYS[2])
 end
-redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'taken', ARGV[2], 'starts', ARGV[3], 'ends', ARGV[4], 'soldout', '')
+redis.call('HSET', KEYS[1], 'stock', ARGV[1], 'taken', ARGV[2], 'starts', ARGV[3], 'ends', ARGV[4], 'soldout', '', 'epoch', ARGV[5])
 return 1

@@ -8,7 +8,7 @@ for _, m in ipairs(msgs) do
   local vals = {}
   for i = 1, #f, 2 do
     local k = f[i]
-    if k == 'o' or k == 'u' or k == 'k' or k == 't' then
+    if k == 'o' or k == 'u' or k == 'k' or k == 't' or k == 'e' then
       table.insert(vals, k)
       table.insert(vals, f[i + 1])
     end
