@@ -17,7 +17,6 @@ import (
 // asyncGroup is the consumer group every writer of every process joins.
 const asyncGroup = "writers"
 
-
 // AsyncConfig tunes the lua-async pipeline. Zero values mean the defaults.
 type AsyncConfig struct {
 	// Writers is how many goroutines of this process persist queued
