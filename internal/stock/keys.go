@@ -24,3 +24,6 @@ func (k keyspace) meta(id int64) string             { return k.item(id) + ":meta
 func (k keyspace) buyers(id int64) string           { return k.item(id) + ":buyers" }
 func (k keyspace) lock(id int64) string             { return k.item(id) + ":lock" }
 func (k keyspace) idem(id int64, key string) string { return k.item(id) + ":idem:" + key }
+
+// released is the set of order ids whose unit the gate has taken back.
+func (k keyspace) released(id int64) string { return k.item(id) + ":released" }

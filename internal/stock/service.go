@@ -47,6 +47,17 @@ type Config struct {
 	// Orders receives the outcome of every order that reached an item's
 	// strategy (metrics). Default none.
 	Orders OrderObserver
+	// PaymentTimeout is how long after its sale an order may be paid; an
+	// order unpaid by then is cancelled and its unit returned. Zero: orders
+	// never expire.
+	PaymentTimeout time.Duration
+	// SweepInterval is how often the sweeper expires orders past their
+	// deadline and finishes stock returns that failed. Default 1s; negative:
+	// no sweeper (tests call ExpireDue and ReturnStock themselves).
+	SweepInterval time.Duration
+	// Lifecycle receives order transitions and stock returns (metrics).
+	// Default none.
+	Lifecycle LifecycleObserver
 }
 
 // OrderObserver receives order outcomes. It must be fast and safe for
@@ -75,6 +86,9 @@ func (c *Config) withDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = time.Second
+	}
 }
 
 // Service is the domain API the HTTP layer uses.
@@ -92,6 +106,10 @@ type Service struct {
 	items   sync.Map // int64 -> *Item
 	loading singleflight.Group
 	soldOut soldOutMemo
+
+	sweeper   sync.WaitGroup
+	stopSweep context.CancelFunc
+	closeOnce sync.Once
 }
 
 // NewService wires the strategies over one store and one Redis.
@@ -100,24 +118,35 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	if !knownStrategy(cfg.DefaultStrategy) {
 		return nil, fmt.Errorf("unknown default strategy %q (want lua or lock): %w", cfg.DefaultStrategy, ErrInvalid)
 	}
+	if cfg.PaymentTimeout < 0 {
+		return nil, fmt.Errorf("payment timeout %s is negative: %w", cfg.PaymentTimeout, ErrInvalid)
+	}
 	keys, err := newKeyspace(cfg.KeyPrefix)
 	if err != nil {
 		return nil, err
 	}
+	store.paymentTimeout = cfg.PaymentTimeout
 	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys}
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
+	s.gate.returned = s.restocked
 	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
+	s.startSweeper()
 	return s, nil
 }
 
 func knownStrategy(name string) bool { return name == StrategyLua || name == StrategyLock }
 
-// Close waits for background work (hand-back retries) to stop and closes
-// the lock client's subscription.
+// Close stops the sweeper, finishes queued writes, waits for background
+// work (hand-back retries) and closes the lock client's subscription. It is
+// safe to call more than once.
 func (s *Service) Close() {
-	s.gate.Close()
-	s.locked.close()
+	s.closeOnce.Do(func() {
+		s.stopSweep()
+		s.sweeper.Wait()
+		s.gate.Close()
+		s.locked.close()
+	})
 }
 
 // DefaultStrategy is the strategy of items created without one.
@@ -195,7 +224,7 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *Ite
 			return nil, nil, fmt.Errorf("stock saved in the database but the Redis gate still has %d; repeat the request: %w", old.Stock, err)
 		}
 	}
-	s.soldOut.forget(id)
+	s.restocked(ctx, id)
 	return old, updated, nil
 }
 
