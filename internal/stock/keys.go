@@ -27,3 +27,9 @@ func (k keyspace) idem(id int64, key string) string { return k.item(id) + ":idem
 
 // released is the set of order ids whose unit the gate has taken back.
 func (k keyspace) released(id int64) string { return k.item(id) + ":released" }
+
+// restocks counts the item's restock events (see events.go).
+func (k keyspace) restocks(id int64) string { return k.item(id) + ":restocks" }
+
+// events is the pub/sub channel of sold-out and restock events.
+func (k keyspace) events() string { return k.prefix + ":events" }

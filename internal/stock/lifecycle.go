@@ -223,10 +223,6 @@ func (s *Service) returnStock(ctx context.Context, it *Item, orderID string, ret
 	return nil
 }
 
-// restocked makes this process forget that item id is sold out: units of
-// it are available again.
-func (s *Service) restocked(_ context.Context, id int64) { s.soldOut.forget(id) }
-
 // ExpireDue cancels up to one batch (500) of created orders whose payment
 // deadline has passed at now, and returns their units. Any number of
 // instances may run it on the same orders: each order is expired once. It

@@ -106,6 +106,7 @@ type Service struct {
 	items   sync.Map // int64 -> *Item
 	loading singleflight.Group
 	soldOut soldOutMemo
+	events  *events
 
 	sweeper   sync.WaitGroup
 	stopSweep context.CancelFunc
@@ -131,6 +132,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	s.gate.returned = s.restocked
 	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
+	s.events = startEvents(rdb, keys, &s.soldOut, cfg.Logger)
 	s.startSweeper()
 	return s, nil
 }
@@ -138,14 +140,15 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 func knownStrategy(name string) bool { return name == StrategyLua || name == StrategyLock }
 
 // Close stops the sweeper, finishes queued writes, waits for background
-// work (hand-back retries) and closes the lock client's subscription. It is
-// safe to call more than once.
+// work (hand-back retries) and closes the subscriptions. It is safe to call
+// more than once.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		s.stopSweep()
 		s.sweeper.Wait()
 		s.gate.Close()
 		s.locked.close()
+		s.events.close()
 	})
 }
 
@@ -221,6 +224,7 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *Ite
 	}
 	if n >= old.Stock {
 		if err := s.gate.setStock(ctx, id, n); err != nil {
+			s.soldOut.forget(id)
 			return nil, nil, fmt.Errorf("stock saved in the database but the Redis gate still has %d; repeat the request: %w", old.Stock, err)
 		}
 	}
@@ -281,7 +285,13 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	if s.soldOut.soldOut(it.ID) {
 		err = ErrSoldOut
 	} else if o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String(), committed); errors.Is(err, ErrSoldOut) {
-		s.soldOut.mark(it.ID, gen)
+		if news, seq := s.soldOut.mark(it.ID, gen); news {
+			// The other instances may mark it too; if they miss it, they
+			// learn it themselves.
+			if perr := s.events.soldOut(ctx, it.ID, seq, gen); perr != nil {
+				s.cfg.Logger.DebugContext(ctx, "sold out not announced", "item", it.ID, "err", perr)
+			}
+		}
 	}
 	if err == nil {
 		return o, false, nil
@@ -294,8 +304,9 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	return nil, false, err
 }
 
-// KnownSoldOut reports whether this process saw the item sold out within
-// the last second (and no stock change since). It costs no round trip.
+// KnownSoldOut reports whether this process knows the item is sold out: it
+// saw it, or another instance said so, and no restock has been announced
+// since (within the memo's bounds, see soldout.go). It costs no round trip.
 func (s *Service) KnownSoldOut(itemID int64) bool { return s.soldOut.soldOut(itemID) }
 
 // routing returns the immutable fields of an item, from cache when it can.
