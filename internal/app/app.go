@@ -77,7 +77,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	a.service, err = stock.NewService(stock.NewStore(a.db), a.rdb, stock.Config{
 		DefaultStrategy: cfg.Strategy, KeyPrefix: cfg.KeyPrefix, LockWait: cfg.LockWait, Logger: log,
-		LockObserver: a.metrics.LockObserver(), Orders: a.metrics})
+		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
+		PaymentTimeout: cfg.PaymentTimeout, Lifecycle: a.metrics})
 	if err != nil {
 		return nil, err
 	}

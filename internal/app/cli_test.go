@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/app/apptest"
@@ -43,6 +44,11 @@ func TestParseConfig(t *testing.T) {
 		{"pprof needs the admin listener", map[string]string{"SECKILL_PPROF": "true"}, nil, []string{"SECKILL_PPROF=true needs SECKILL_ADMIN_ADDR"}},
 		{"bad bool", map[string]string{"SECKILL_PPROF": "maybe"}, nil, []string{`SECKILL_PPROF="maybe": want true or false`}},
 		{"admin address differs", map[string]string{"SECKILL_ADDR": ":8080", "SECKILL_ADMIN_ADDR": ":8080"}, nil, []string{"must differ from SECKILL_ADDR"}},
+		{"payment timeout off", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "0"}, nil, nil},
+		{"payment timeout by flag", nil, []string{"-payment-timeout", "30s"}, nil},
+		{"negative payment timeout", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "-1m"}, nil,
+			[]string{"SECKILL_PAYMENT_TIMEOUT=-1m0s: must not be negative (0 = orders never expire)"}},
+		{"payment timeout not a duration", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "soon"}, nil, []string{`SECKILL_PAYMENT_TIMEOUT="soon"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +67,30 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+func TestPaymentTimeoutSetting(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want time.Duration
+	}{
+		{"default", nil, nil, app.DefaultPaymentTimeout},
+		{"off", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "0"}, nil, 0},
+		{"flag wins", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "0"}, []string{"-payment-timeout", "90s"}, 90 * time.Second},
+	}
+	for _, tc := range cases {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg, err := app.ParseConfig(fs, tc.args, env(tc.env))
+		if err != nil || cfg.PaymentTimeout != tc.want {
+			t.Errorf("%s: got %s, %v; want %s", tc.name, cfg.PaymentTimeout, err, tc.want)
+		}
+	}
+	if app.DefaultPaymentTimeout != 15*time.Minute {
+		t.Errorf("DefaultPaymentTimeout: got %s, want 15m", app.DefaultPaymentTimeout)
+	}
+}
+
 func TestHelpListsEverySetting(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := app.Main([]string{"--help"}, env(nil), &out, &errb); code != 0 {
@@ -68,7 +98,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 	}
 	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT",
 		"SECKILL_REQUEST_TIMEOUT", "SECKILL_LOG_FORMAT", "SECKILL_LOG_LEVEL", "SECKILL_RATE_USER", "SECKILL_RATE_IP", "SECKILL_USER_JWT_SECRET",
-		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "migrate"} {
+		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "SECKILL_PAYMENT_TIMEOUT", "migrate"} {
 		if !strings.Contains(errb.String(), v) {
 			t.Errorf("--help does not mention %s:\n%s", v, errb.String())
 		}

@@ -69,7 +69,17 @@ type Config struct {
 	// Pprof serves /debug/pprof/ on the admin listener, behind the admin
 	// token (SECKILL_PPROF). Requires AdminAddr. Default false.
 	Pprof bool
+	// PaymentTimeout is how long after its sale an order may be paid; an
+	// unpaid order is then cancelled and its unit returned to stock
+	// (SECKILL_PAYMENT_TIMEOUT). The command line's default is
+	// DefaultPaymentTimeout; zero (as in a Config built in code) means
+	// orders never expire.
+	PaymentTimeout time.Duration
 }
+
+// DefaultPaymentTimeout is the payment deadline of an order unless
+// SECKILL_PAYMENT_TIMEOUT says otherwise.
+const DefaultPaymentTimeout = 15 * time.Minute
 
 // DefaultRateUser lets a user place a burst of 10 orders and 10 a second
 // after it: plenty for a person retrying (with idempotent replays), and far
@@ -123,6 +133,7 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_USER_JWT_SECRET", flag: "user-jwt-secret", help: "HS256 secret of user tokens (at least 32 bytes); set = orders need a bearer token whose sub is the user", str: &c.UserJWTSecret},
 		{env: "SECKILL_ADMIN_ADDR", flag: "admin-addr", help: "separate listen address of the admin API, /metrics and pprof; empty = the main listener", str: &c.AdminAddr},
 		{env: "SECKILL_PPROF", flag: "pprof", help: "serve /debug/pprof/ on the admin listener (needs SECKILL_ADMIN_ADDR)", boolean: &c.Pprof, def: "false"},
+		{env: "SECKILL_PAYMENT_TIMEOUT", flag: "payment-timeout", help: "how long an order may stay unpaid before it is cancelled and its unit returned; 0 = never", dur: &c.PaymentTimeout, def: DefaultPaymentTimeout.String()},
 	}
 }
 
@@ -180,6 +191,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LockWait < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 {
 		problems = append(problems, errors.New("durations must not be negative"))
+	}
+	if c.PaymentTimeout < 0 {
+		problems = append(problems, fmt.Errorf("SECKILL_PAYMENT_TIMEOUT=%s: must not be negative (0 = orders never expire)", c.PaymentTimeout))
 	}
 	if c.RequestTimeout > maxRequestTimeout {
 		problems = append(problems, fmt.Errorf("SECKILL_REQUEST_TIMEOUT=%s: at most %s", c.RequestTimeout, maxRequestTimeout))

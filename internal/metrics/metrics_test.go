@@ -19,6 +19,9 @@ func TestLabelsAreBounded(t *testing.T) {
 	m.Request("/x/:id", "BREW", 418, time.Millisecond)
 	m.Request("", "GET", 404, time.Millisecond)
 	m.Order("lua", errors.New("x"))
+	m.Transition("lua", "expired")
+	m.StockReturned("lock", true)
+	m.StockReturned("lua", false)
 	obs := m.LockObserver()
 	obs.Obtained(lock.ObtainEvent{Key: "seckill:{item:4242}:lock", Latency: time.Millisecond})
 	obs.LeaseLost(lock.LeaseEvent{Key: "seckill:{item:4242}:lock"})
@@ -31,6 +34,9 @@ func TestLabelsAreBounded(t *testing.T) {
 		`seckill_orders_total{code="sold_out",strategy="lua"} 1`,
 		`seckill_lock_obtain_seconds_count{outcome="obtained"} 1`,
 		`seckill_lock_leases_lost_total 1`,
+		`seckill_order_transitions_total{strategy="lua",to="expired"} 1`,
+		`seckill_stock_returns_total{strategy="lock",via="sweeper"} 1`,
+		`seckill_stock_returns_total{strategy="lua",via="cancellation"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
@@ -54,6 +60,8 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.Request("/", "GET", 200, time.Millisecond)
 	m.Order("lua", nil)
 	m.RateLimited("user")
+	m.Transition("lua", "paid")
+	m.StockReturned("lua", false)
 	if m.LockObserver() != nil {
 		t.Errorf("nil Metrics: got a lock observer, want nil")
 	}
