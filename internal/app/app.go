@@ -80,7 +80,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
 		Async: stock.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
 			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(cfg.CrashAfterCommit),
-			Durability: cfg.AsyncDurability}})
+			Durability: cfg.AsyncDurability},
+		PaymentTimeout: cfg.PaymentTimeout, Lifecycle: a.metrics})
 	if err != nil {
 		return nil, err
 	}

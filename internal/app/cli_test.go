@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/app/apptest"
@@ -56,6 +57,11 @@ func TestParseConfig(t *testing.T) {
 				`SECKILL_ASYNC_DURABILITY="paranoid"`}},
 		{"fsync needs a real Redis", map[string]string{"SECKILL_ASYNC_DURABILITY": "fsync"}, nil,
 			[]string{"SECKILL_ASYNC_DURABILITY=fsync needs SECKILL_REDIS_URL"}},
+		{"payment timeout off", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "0"}, nil, nil},
+		{"payment timeout by flag", nil, []string{"-payment-timeout", "30s"}, nil},
+		{"negative payment timeout", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "-1m"}, nil,
+			[]string{"SECKILL_PAYMENT_TIMEOUT=-1m0s: must not be negative (0 = orders never expire)"}},
+		{"payment timeout not a duration", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "soon"}, nil, []string{`SECKILL_PAYMENT_TIMEOUT="soon"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,6 +80,30 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
+func TestPaymentTimeoutSetting(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want time.Duration
+	}{
+		{"default", nil, nil, app.DefaultPaymentTimeout},
+		{"off", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "0"}, nil, 0},
+		{"flag wins", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "0"}, []string{"-payment-timeout", "90s"}, 90 * time.Second},
+	}
+	for _, tc := range cases {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg, err := app.ParseConfig(fs, tc.args, env(tc.env))
+		if err != nil || cfg.PaymentTimeout != tc.want {
+			t.Errorf("%s: got %s, %v; want %s", tc.name, cfg.PaymentTimeout, err, tc.want)
+		}
+	}
+	if app.DefaultPaymentTimeout != 15*time.Minute {
+		t.Errorf("DefaultPaymentTimeout: got %s, want 15m", app.DefaultPaymentTimeout)
+	}
+}
+
 func TestHelpListsEverySetting(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := app.Main([]string{"--help"}, env(nil), &out, &errb); code != 0 {
@@ -81,7 +111,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 	}
 	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT",
 		"SECKILL_REQUEST_TIMEOUT", "SECKILL_LOG_FORMAT", "SECKILL_LOG_LEVEL", "SECKILL_RATE_USER", "SECKILL_RATE_IP", "SECKILL_USER_JWT_SECRET",
-		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "SECKILL_WRITERS", "SECKILL_ASYNC_DURABILITY", "migrate", "worker"} {
+		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "SECKILL_WRITERS", "SECKILL_ASYNC_DURABILITY", "SECKILL_PAYMENT_TIMEOUT", "migrate", "worker"} {
 		if !strings.Contains(errb.String(), v) {
 			t.Errorf("--help does not mention %s:\n%s", v, errb.String())
 		}

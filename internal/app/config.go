@@ -95,7 +95,17 @@ type Config struct {
 	// acknowledged in Redis (SECKILL_TEST_CRASH_AFTER_COMMIT). A fault
 	// injection point for crash tests; never set it in production.
 	CrashAfterCommit int
+	// PaymentTimeout is how long after its sale an order may be paid; an
+	// unpaid order is then cancelled and its unit returned to stock
+	// (SECKILL_PAYMENT_TIMEOUT). The command line's default is
+	// DefaultPaymentTimeout; zero (as in a Config built in code) means
+	// orders never expire.
+	PaymentTimeout time.Duration
 }
+
+// DefaultPaymentTimeout is the payment deadline of an order unless
+// SECKILL_PAYMENT_TIMEOUT says otherwise.
+const DefaultPaymentTimeout = 15 * time.Minute
 
 // DefaultRateUser lets a user place a burst of 10 orders and 10 a second
 // after it: plenty for a person retrying (with idempotent replays), and far
@@ -156,6 +166,7 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_ASYNC_DURABILITY", flag: "async-durability", help: "what a lua-async 202 waits for: memory, or fsync (needs Redis with appendonly yes and appendfsync always)", str: &c.AsyncDurability, def: "memory"},
 		{env: "SECKILL_TEST_CRASH_AFTER_COMMIT", flag: "test-crash-after-commit", help: "fault injection for tests: SIGKILL this process after its n-th lua-async batch commits, before XACK; 0 = never", integer: &c.CrashAfterCommit, def: "0"},
 		{env: "SECKILL_MAX_DELIVERIES", flag: "max-deliveries", help: "deliveries of a queued order before it goes to the dead-letter stream", integer: &c.MaxDeliveries, def: "5"},
+		{env: "SECKILL_PAYMENT_TIMEOUT", flag: "payment-timeout", help: "how long an order may stay unpaid before it is cancelled and its unit returned; 0 = never", dur: &c.PaymentTimeout, def: DefaultPaymentTimeout.String()},
 	}
 }
 
@@ -243,6 +254,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LockWait < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 || c.ClaimIdle < 0 {
 		problems = append(problems, errors.New("durations must not be negative"))
+	}
+	if c.PaymentTimeout < 0 {
+		problems = append(problems, fmt.Errorf("SECKILL_PAYMENT_TIMEOUT=%s: must not be negative (0 = orders never expire)", c.PaymentTimeout))
 	}
 	if c.RequestTimeout > maxRequestTimeout {
 		problems = append(problems, fmt.Errorf("SECKILL_REQUEST_TIMEOUT=%s: at most %s", c.RequestTimeout, maxRequestTimeout))

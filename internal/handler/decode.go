@@ -17,7 +17,11 @@ import (
 
 // decode reads a JSON body strictly: one object, known fields only, right
 // types. On failure it has already answered (400 or 413) and returns false.
-func (h *Handler) decode(c *gin.Context, dst any) bool {
+func (h *Handler) decode(c *gin.Context, dst any) bool { return h.decodeOptional(c, dst, false) }
+
+// decodeOptional is decode that, with optional, accepts an empty body and
+// leaves dst as it is.
+func (h *Handler) decodeOptional(c *gin.Context, dst any, optional bool) bool {
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -28,6 +32,9 @@ func (h *Handler) decode(c *gin.Context, dst any) bool {
 		}
 		abort(c, http.StatusBadRequest, CodeInvalidRequest, "could not read the request body")
 		return false
+	}
+	if optional && len(bytes.TrimSpace(body)) == 0 {
+		return true
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

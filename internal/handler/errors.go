@@ -26,6 +26,10 @@ const (
 	CodeSaleEnded           = "sale_ended"
 	CodeStockBelowSold      = "stock_below_sold"
 	CodeIdempotencyConflict = "idempotency_conflict"
+	CodeOrderPaid           = "order_paid"
+	CodeOrderCancelled      = "order_cancelled"
+	CodeOrderExpired        = "order_expired"
+	CodeOrderPending        = "order_pending"
 	CodeRateLimited         = "rate_limited"
 	CodeUnavailable         = "unavailable"
 	CodeInternal            = "internal"
@@ -47,6 +51,10 @@ var errorKinds = []struct {
 	{stock.ErrSaleEnded, http.StatusConflict, CodeSaleEnded, "the sale has ended"},
 	{stock.ErrStockBelowSold, http.StatusConflict, CodeStockBelowSold, ""},
 	{stock.ErrIdempotencyConflict, http.StatusUnprocessableEntity, CodeIdempotencyConflict, "this Idempotency-Key was used with a different request"},
+	{stock.ErrOrderPaid, http.StatusConflict, CodeOrderPaid, "the order is paid; it can no longer be cancelled"},
+	{stock.ErrOrderCancelled, http.StatusConflict, CodeOrderCancelled, "the order is cancelled; it can no longer be paid"},
+	{stock.ErrOrderExpired, http.StatusConflict, CodeOrderExpired, "the order's payment deadline has passed; it is cancelled and its unit returned to stock"},
+	{stock.ErrOrderPending, http.StatusConflict, CodeOrderPending, "the order is not yet persisted; retry shortly"},
 	{errUnauthorized, http.StatusUnauthorized, CodeUnauthorized, ""},
 	{errRateLimited, http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after the time in Retry-After"},
 	{stock.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable, "the service is temporarily unavailable; retry shortly"},

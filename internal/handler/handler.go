@@ -29,6 +29,8 @@ type Shop interface {
 	PlaceOrder(ctx context.Context, req stock.OrderRequest) (*stock.Order, bool, error)
 	KnownSoldOut(itemID int64) bool
 	Order(ctx context.Context, id string) (*stock.Order, error)
+	PayOrder(ctx context.Context, id, userID string) (*stock.Order, error)
+	CancelOrder(ctx context.Context, id, userID string) (*stock.Order, error)
 	Ready(ctx context.Context) error
 	// The lua-async queue: per item, in all, and its dead letters.
 	AsyncStats(ctx context.Context, id int64) (stock.AsyncStats, error)
@@ -155,6 +157,8 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	api.GET("/items/:id", h.publicItem)
 	api.POST("/items/:id/orders", h.placeOrder)
 	api.GET("/orders/:id", h.getOrder)
+	api.POST("/orders/:id/pay", h.payOrder)
+	api.POST("/orders/:id/cancel", h.cancelOrder)
 
 	if admin != pub {
 		admin.GET("/healthz", h.healthz)

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -12,17 +13,18 @@ import (
 )
 
 type orderJSON struct {
-	ID        string    `json:"id"`
-	ItemID    int64     `json:"item_id"`
-	UserID    string    `json:"user_id"`
-	Status    string    `json:"status"`
-	Reason    string    `json:"reason,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID        string     `json:"id"`
+	ItemID    int64      `json:"item_id"`
+	UserID    string     `json:"user_id"`
+	Status    string     `json:"status"`
+	Reason    string     `json:"reason,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 func orderView(o *stock.Order) orderJSON {
-	return orderJSON{ID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status, Reason: o.Reason,
+	return orderJSON{ID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status, Reason: o.Reason, ExpiresAt: o.ExpiresAt,
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt}
 }
 
@@ -101,6 +103,44 @@ func (h *Handler) getOrder(c *gin.Context) {
 	if err == nil && user != "" && o.UserID != user {
 		err = stock.ErrNotFound // another user's order does not exist for this one
 	}
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, orderView(o))
+}
+
+type settleOrderRequest struct {
+	UserID *string `json:"user_id"`
+}
+
+func (h *Handler) payOrder(c *gin.Context)    { h.settleOrder(c, h.shop.PayOrder) }
+func (h *Handler) cancelOrder(c *gin.Context) { h.settleOrder(c, h.shop.CancelOrder) }
+
+// settleOrder serves pay and cancel: the user is the bearer token's in JWT
+// mode (the body may then be empty and its user_id is ignored), the body's
+// user_id otherwise. Another user's order is 404, as for GET.
+func (h *Handler) settleOrder(c *gin.Context, settle func(ctx context.Context, id, userID string) (*stock.Order, error)) {
+	user := ""
+	if h.cfg.UserJWTSecret != nil {
+		var err error
+		if user, err = h.tokenUser(c); err != nil {
+			h.writeError(c, err)
+			return
+		}
+	}
+	var req settleOrderRequest
+	if !h.decodeOptional(c, &req, user != "") {
+		return
+	}
+	if user == "" {
+		if req.UserID == nil {
+			h.writeError(c, stock.Invalidf("user_id is required"))
+			return
+		}
+		user = *req.UserID
+	}
+	o, err := settle(c.Request.Context(), c.Param("id"), user)
 	if err != nil {
 		h.writeError(c, err)
 		return

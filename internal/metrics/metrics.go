@@ -31,6 +31,8 @@ type Metrics struct {
 	latency     *prometheus.HistogramVec
 	orders      *prometheus.CounterVec
 	rateLimited *prometheus.CounterVec
+	transitions *prometheus.CounterVec
+	returns     *prometheus.CounterVec
 
 	lockObtain    *prometheus.HistogramVec
 	lockWait      prometheus.Histogram
@@ -72,6 +74,14 @@ func New(code func(error) string) *Metrics {
 		Namespace: namespace, Name: "rate_limited_total",
 		Help: "Requests refused by a rate limit, by limit (user or ip).",
 	}, []string{"limit"})
+	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "order_transitions_total",
+		Help: "Orders moved out of created by this instance, by strategy and new state (paid, cancelled, expired).",
+	}, []string{"strategy", "to"})
+	m.returns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "stock_returns_total",
+		Help: "Units of cancelled or expired orders recorded back in stock, by strategy and by whom (cancellation, or sweeper when it finished a return left undone).",
+	}, []string{"strategy", "via"})
 	m.lockObtain = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "lock_obtain_seconds",
 		Help: "Duration of lock Obtain calls by outcome (obtained, not_obtained).", Buckets: latencyBuckets,
@@ -92,7 +102,7 @@ func New(code func(error) string) *Metrics {
 		Namespace: namespace, Name: "lock_leases_lost_total",
 		Help: "Locks whose lease was lost before release.",
 	})
-	m.reg.MustRegister(m.requests, m.latency, m.orders, m.rateLimited,
+	m.reg.MustRegister(m.requests, m.latency, m.orders, m.rateLimited, m.transitions, m.returns,
 		m.lockObtain, m.lockWait, m.lockHold, m.lockRefresh, m.lockLeaseLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.async = newAsyncMetrics(m.reg)
@@ -145,6 +155,27 @@ func (m *Metrics) Order(strategy string, err error) {
 		code = m.code(err)
 	}
 	m.orders.WithLabelValues(strategy, code).Inc()
+}
+
+// Transition records an order moved to paid, cancelled or expired on an
+// item of strategy (stock.LifecycleObserver).
+func (m *Metrics) Transition(strategy, to string) {
+	if m != nil {
+		m.transitions.WithLabelValues(strategy, to).Inc()
+	}
+}
+
+// StockReturned records a cancelled order's unit back in stock; retried
+// means the sweeper finished it (stock.LifecycleObserver).
+func (m *Metrics) StockReturned(strategy string, retried bool) {
+	if m == nil {
+		return
+	}
+	via := "cancellation"
+	if retried {
+		via = "sweeper"
+	}
+	m.returns.WithLabelValues(strategy, via).Inc()
 }
 
 // RateLimited records a refusal by the named limit ("user" or "ip").

@@ -189,16 +189,17 @@ func (s *Store) writeQueued(ctx context.Context, itemID, epoch int64, orders []*
 		}
 	}()
 	if len(orders) > 0 {
-		args := make([]any, 0, 7*len(orders))
+		args := make([]any, 0, 8*len(orders))
+		deadline := s.deadline(now) // the payment window starts once the order is written
 		for _, q := range orders {
 			var key *string
 			if q.key != "" && !keyNull[q.id] {
 				key = &q.key
 			}
-			args = append(args, q.id, itemID, q.userID, StatusCreated, key, q.created, now)
+			args = append(args, q.id, itemID, q.userID, StatusCreated, key, deadline, q.created, now)
 		}
-		q := "INSERT INTO orders (id, item_id, user_id, status, idempotency_key, created_at, updated_at) VALUES " +
-			rowsOf(len(orders), 7)
+		q := "INSERT INTO orders (id, item_id, user_id, status, idempotency_key, expires_at, created_at, updated_at) VALUES " +
+			rowsOf(len(orders), 8)
 		if _, err = tx.ExecContext(ctx, q, args...); err != nil {
 			if e := insertError(err); errors.Is(e, ErrAlreadyPurchased) || errors.Is(e, ErrIdempotencyConflict) || isDupKey(err) {
 				return errQueuedClash

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// maxBatch caps the orders written in one transaction (7 placeholders each,
+// maxBatch caps the orders written in one transaction (8 placeholders each,
 // well under MySQL's 65,535).
 const maxBatch = 500
 
@@ -190,7 +190,7 @@ func (w *orderWriter) commit(itemID int64, batch []*pendingWrite) {
 	switch {
 	case err == nil:
 		for _, p := range batch {
-			p.o.Status, p.o.CreatedAt, p.o.UpdatedAt = StatusCreated, now, now
+			w.store.created(p.o, now)
 		}
 	case !errors.Is(err, errBatchRefused):
 		for i := range results {
@@ -273,8 +273,7 @@ func (w *orderWriter) writeChunk(ctx context.Context, batch []*pendingWrite, idx
 	for _, i := range idx {
 		switch {
 		case err == nil:
-			p := batch[i]
-			p.o.Status, p.o.CreatedAt, p.o.UpdatedAt = StatusCreated, now, now
+			w.store.created(batch[i].o, now)
 			results[i] = nil
 		case errors.Is(err, errBatchRefused):
 			results[i] = w.store.InsertOrder(ctx, batch[i].o, batch[i].key, fence)
@@ -358,18 +357,19 @@ func (s *Store) insertBatch(ctx context.Context, batch []*pendingWrite, now time
 		}
 	}()
 	var sb strings.Builder
-	sb.WriteString("INSERT INTO orders (id, item_id, user_id, status, idempotency_key, created_at, updated_at) VALUES ")
-	args := make([]any, 0, 7*len(batch))
+	sb.WriteString("INSERT INTO orders (id, item_id, user_id, status, idempotency_key, expires_at, created_at, updated_at) VALUES ")
+	args := make([]any, 0, 8*len(batch))
+	deadline := s.deadline(now)
 	for i, p := range batch {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
 		var key *string
 		if p.key != "" {
 			key = &p.key
 		}
-		args = append(args, p.o.ID, p.o.ItemID, p.o.UserID, StatusCreated, key, now, now)
+		args = append(args, p.o.ID, p.o.ItemID, p.o.UserID, StatusCreated, key, deadline, now, now)
 	}
 	if _, err = tx.ExecContext(ctx, sb.String(), args...); err != nil {
 		if e := insertError(err); errors.Is(e, ErrAlreadyPurchased) || errors.Is(e, ErrIdempotencyConflict) {

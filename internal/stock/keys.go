@@ -34,3 +34,12 @@ func (k keyspace) dead(id int64) string   { return k.item(id) + ":dead" }
 // database, so it can be found by id alone. It lives outside the item's
 // slot: lua-async needs one Redis (a primary), not a Cluster.
 func (k keyspace) pending(orderID string) string { return k.prefix + ":order:" + orderID }
+
+// released is the set of order ids whose unit the gate has taken back.
+func (k keyspace) released(id int64) string { return k.item(id) + ":released" }
+
+// restocks counts the item's restock events (see events.go).
+func (k keyspace) restocks(id int64) string { return k.item(id) + ":restocks" }
+
+// events is the pub/sub channel of sold-out and restock events.
+func (k keyspace) events() string { return k.prefix + ":events" }

@@ -76,7 +76,7 @@ func (s *Service) placeAsync(ctx context.Context, it *Item, req OrderRequest) (*
 		case "dup":
 			return nil, false, &dupError{orderID: res[1]}
 		case "sold_out":
-			s.soldOut.mark(it.ID, gen)
+			s.markSoldOut(ctx, it.ID, gen)
 			return nil, false, ErrSoldOut
 		case "not_started":
 			return nil, false, ErrSaleNotStarted
@@ -248,8 +248,11 @@ func (s *Service) rebuildAsyncLocked(ctx context.Context, tx *sql.Tx, id, epoch 
 		return err
 	}
 	it := snap.item
-	created, err := installScript.Run(ctx, s.rdb, []string{s.keys.meta(id), s.keys.buyers(id), tmp},
-		it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt), epoch).Int()
+	args := []any{it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt), epoch}
+	for _, oid := range snap.cancelled {
+		args = append(args, oid)
+	}
+	created, err := installScript.Run(ctx, s.rdb, []string{s.keys.meta(id), s.keys.buyers(id), tmp, s.keys.released(id)}, args...).Int()
 	if err != nil {
 		return redisError("install rebuilt gate", err)
 	}
@@ -294,26 +297,27 @@ func (s *Store) withItemLocked(ctx context.Context, id int64, fn func(tx *sql.Tx
 	return nil
 }
 
-// gateSnapshot is what the database says of an item's gate, read in one
-// transaction.
-type gateSnapshot struct {
+// buyersSnapshot is what the database says of an item's gate and buyers,
+// read in one transaction.
+type buyersSnapshot struct {
 	item   *Item
 	buyers map[string]string // user -> order id, of every order row (a cancelled order still counts as the user's one)
 	done   map[string]bool   // order ids written or recorded as failed
-	live   int64             // order rows not cancelled
-	failed int64             // orders recorded as failed
+	live      int64             // order rows not cancelled
+	failed    int64             // orders recorded as failed
+	cancelled []string          // ids of cancelled orders: their units are back (released)
 }
 
-func (s *Store) gateSnapshot(ctx context.Context, id int64) (gateSnapshot, error) {
+func (s *Store) buyersSnapshot(ctx context.Context, id int64) (buyersSnapshot, error) {
 	tx, err := s.sql.BeginTx(ctx, nil)
 	if err != nil {
-		return gateSnapshot{}, dbError("begin", err)
+		return buyersSnapshot{}, dbError("begin", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	return snapshotIn(ctx, tx, id)
 }
 
-func snapshotIn(ctx context.Context, tx *sql.Tx, id int64) (snap gateSnapshot, err error) {
+func snapshotIn(ctx context.Context, tx *sql.Tx, id int64) (snap buyersSnapshot, err error) {
 	it := &Item{ID: id}
 	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, starts_at, ends_at FROM items WHERE id = ?", id).
 		Scan(&it.Stock, &it.Sold, &it.Strategy, &it.StartsAt, &it.EndsAt)
@@ -323,7 +327,7 @@ func snapshotIn(ctx context.Context, tx *sql.Tx, id int64) (snap gateSnapshot, e
 		}
 		return snap, dbError("read item", err)
 	}
-	snap = gateSnapshot{item: it, buyers: map[string]string{}, done: map[string]bool{}}
+	snap = buyersSnapshot{item: it, buyers: map[string]string{}, done: map[string]bool{}}
 	rows, err := tx.QueryContext(ctx, "SELECT id, user_id, status, 0 FROM orders WHERE item_id = ? UNION ALL SELECT id, user_id, '', 1 FROM order_failures WHERE item_id = ?", id, id)
 	if err != nil {
 		return snap, dbError("read buyers", err)
@@ -341,7 +345,9 @@ func snapshotIn(ctx context.Context, tx *sql.Tx, id int64) (snap gateSnapshot, e
 			snap.failed++
 		default:
 			snap.buyers[user] = oid
-			if status != statusCancelled {
+			if status == StatusCancelled {
+				snap.cancelled = append(snap.cancelled, oid)
+			} else {
 				snap.live++
 			}
 		}

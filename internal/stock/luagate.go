@@ -22,11 +22,14 @@ var (
 	seedSrc string
 	//go:embed lua/setstock.lua
 	setStockSrc string
+	//go:embed lua/release.lua
+	releaseSrc string
 
 	reserveScript  = redis.NewScript(reserveSrc)
 	handbackScript = redis.NewScript(handbackSrc)
 	seedScript     = redis.NewScript(seedSrc)
 	setStockScript = redis.NewScript(setStockSrc)
+	releaseScript  = redis.NewScript(releaseSrc)
 )
 
 // LuaGate is the "lua" strategy. One script checks the sale window, the
@@ -39,6 +42,12 @@ type LuaGate struct {
 	rdb    redis.UniversalClient
 	keys   keyspace
 	log    *slog.Logger
+	// returned, when set, is told that a hand-back put a unit back that
+	// buyers may have been told is sold out.
+	returned func(ctx context.Context, itemID int64)
+	// rebuild creates a missing gate from the database the way the item's
+	// strategy needs (lua-async also counts its queue); nil: seed.
+	rebuild func(ctx context.Context, itemID int64) error
 
 	// Hand-backs that failed (Redis down) are retried in the background by
 	// goroutines that Close stops and waits for.
@@ -65,7 +74,7 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 	if errors.As(err, &dup) && g.orphaned(ctx, dup.orderID) {
 		// The process that reserved for this user died before writing.
 		// Give the unit back and try again, once.
-		if err := g.handBackNow(ctx, it.ID, req.UserID, dup.orderID, ""); err != nil {
+		if _, err := g.handBackNow(ctx, it.ID, req.UserID, dup.orderID, ""); err != nil {
 			return nil, err
 		}
 		g.log.WarnContext(ctx, "orphaned reservation handed back", "item", it.ID, "user", req.UserID, "order", dup.orderID)
@@ -124,22 +133,63 @@ func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string)
 
 // seed creates the item's gate from the database if it is missing: at
 // creation, and after Redis lost its data. Units whose orders were in flight
-// while Redis was emptied are counted once they commit; until then the
-// database's conditional UPDATE refuses any excess.
+// while Redis was emptied are not counted by the gate; the database's
+// conditional UPDATE refuses any excess. Stock, sold and the cancelled
+// orders are read in one snapshot and land in Redis in one script, so each
+// cancelled order's unit is counted back exactly once: by the snapshot or
+// by its release, never both.
 func (g *LuaGate) seed(ctx context.Context, id int64) error {
-	it, err := g.store.Item(ctx, id)
+	it, cancelled, err := g.store.gateSnapshot(ctx, id)
 	if err != nil {
 		return err
 	}
-	created, err := seedScript.Run(ctx, g.rdb, []string{g.keys.meta(id)},
-		it.Stock, it.Sold, unixMilli(it.StartsAt), unixMilli(it.EndsAt)).Int()
+	args := make([]any, 0, 4+len(cancelled))
+	args = append(args, it.Stock, it.Sold, unixMilli(it.StartsAt), unixMilli(it.EndsAt))
+	for _, o := range cancelled {
+		args = append(args, o)
+	}
+	created, err := seedScript.Run(ctx, g.rdb, []string{g.keys.meta(id), g.keys.released(id)}, args...).Int()
 	if err != nil {
 		return redisError("seed", err)
 	}
 	if created == 1 {
-		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold)
+		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold, "cancelled", len(cancelled))
 	}
 	return nil
+}
+
+// release returns a cancelled order's unit to the item's gate, once per
+// order however often it runs. A missing gate is seeded from the database
+// first, which counts the order if it was cancelled before the seed's
+// snapshot; the release then finds it counted. It reports whether this
+// call took the unit back.
+func (g *LuaGate) release(ctx context.Context, itemID int64, orderID string) (bool, error) {
+	keys := []string{g.keys.meta(itemID), g.keys.released(itemID)}
+	for attempt := 0; ; attempt++ {
+		res, err := releaseScript.Run(ctx, g.rdb, keys, orderID).Text()
+		if err != nil {
+			return false, redisError("release", err)
+		}
+		switch res {
+		case "released":
+			return true, nil
+		case "already":
+			return false, nil
+		case "missing":
+			if attempt > 0 {
+				return false, fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", itemID, ErrUnavailable)
+			}
+			rebuild := g.seed
+			if g.rebuild != nil {
+				rebuild = g.rebuild
+			}
+			if err := rebuild(ctx, itemID); err != nil {
+				return false, err
+			}
+		default:
+			return false, fmt.Errorf("redis: release: unexpected reply %q", res)
+		}
+	}
 }
 
 // dupError is the gate's "already purchased", with the order id it holds.
@@ -187,7 +237,11 @@ func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
 	try := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		return g.handBackNow(ctx, itemID, userID, orderID, soldOutAt)
+		back, err := g.handBackNow(ctx, itemID, userID, orderID, soldOutAt)
+		if back && soldOutAt == "" && g.returned != nil {
+			g.returned(ctx, itemID)
+		}
+		return err
 	}
 	if err := try(); err == nil {
 		return
@@ -213,13 +267,15 @@ func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
 	}()
 }
 
-// handBackNow runs the hand-back script once.
-func (g *LuaGate) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) error {
-	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID)}
-	if err := handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt).Err(); err != nil {
-		return redisError("hand back", err)
+// handBackNow runs the hand-back script once and reports whether the unit
+// went back to the gate.
+func (g *LuaGate) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
+	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID), g.keys.released(itemID)}
+	back, err := handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt).Int()
+	if err != nil {
+		return false, redisError("hand back", err)
 	}
-	return nil
+	return back == 1, nil
 }
 
 // Close finishes queued writes, then stops hand-back retries and waits.

@@ -99,13 +99,13 @@ func (s *Service) Reconcile(ctx context.Context, id int64, repair bool) (*Reconc
 			// Hand orphaned reservations back (exact, idempotent), then
 			// look again.
 			for user, oid := range plan.orphans {
-				if err := s.gate.handBackNow(ctx, id, user, oid, ""); err != nil {
+				if _, err := s.gate.handBackNow(ctx, id, user, oid, ""); err != nil {
 					return nil, err
 				}
 			}
 			s.cfg.Logger.WarnContext(ctx, "reconcile: orphaned reservations handed back", "item", id, "count", len(plan.orphans))
 			handedBack += len(plan.orphans)
-			s.soldOut.forget(id)
+			s.restocked(ctx, id)
 			continue
 		}
 		ok, err := s.applyRepair(ctx, r, plan)
@@ -113,7 +113,7 @@ func (s *Service) Reconcile(ctx context.Context, id int64, repair bool) (*Reconc
 			return nil, err
 		}
 		if ok {
-			s.soldOut.forget(id)
+			s.restocked(ctx, id)
 			return done("gate rewritten from the database")
 		}
 		if attempt == reconcileAttempts {
@@ -135,6 +135,7 @@ type repairPlan struct {
 	setBuyers    map[string]string // user -> order id to set
 	removeBuyers map[string]string // user -> order id to remove if unchanged
 	orphans      map[string]string // lua: user -> order id to hand back
+	released     []string          // cancelled order ids: their units are back
 }
 
 func (s *Service) reconcileOnce(ctx context.Context, id int64) (*Reconciliation, repairPlan, error) {
@@ -145,7 +146,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*Reconciliation,
 	}
 	r := &Reconciliation{ItemID: id, Strategy: it.Strategy}
 	if it.Strategy == StrategyLock {
-		snap, err := s.store.gateSnapshot(ctx, id)
+		snap, err := s.store.buyersSnapshot(ctx, id)
 		if err != nil {
 			return nil, plan, err
 		}
@@ -168,12 +169,13 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*Reconciliation,
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, plan, redisError("read gate", err)
 	}
-	snap, err := s.store.gateSnapshot(ctx, id)
+	snap, err := s.store.buyersSnapshot(ctx, id)
 	if err != nil {
 		return nil, plan, err
 	}
 	r.fillDB(snap)
 	r.checkDB()
+	plan.released = snap.cancelled
 
 	m := meta.Val()
 	r.GatePresent = len(m) > 0
@@ -261,7 +263,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*Reconciliation,
 	return r, plan, nil
 }
 
-func (r *Reconciliation) fillDB(snap gateSnapshot) {
+func (r *Reconciliation) fillDB(snap buyersSnapshot) {
 	r.Stock, r.Sold, r.Orders, r.FailedOrders = snap.item.Stock, snap.item.Sold, snap.live, snap.failed
 }
 
@@ -274,14 +276,19 @@ func (r *Reconciliation) checkDB() {
 
 // applyRepair rewrites the gate if it is as the snapshot saw it.
 func (s *Service) applyRepair(ctx context.Context, r *Reconciliation, plan repairPlan) (bool, error) {
-	args := []any{plan.takenRaw, plan.buyersLen, plan.queuedLen, r.Stock, r.ExpectedTaken - r.Orphaned, len(plan.setBuyers)}
+	args := []any{plan.takenRaw, plan.buyersLen, plan.queuedLen, r.Stock, r.ExpectedTaken - r.Orphaned,
+		len(plan.setBuyers), len(plan.removeBuyers)}
 	for u, o := range plan.setBuyers {
 		args = append(args, u, o)
 	}
 	for u, o := range plan.removeBuyers {
 		args = append(args, u, o)
 	}
-	n, err := repairScript.Run(ctx, s.rdb, []string{s.keys.meta(r.ItemID), s.keys.buyers(r.ItemID), s.keys.stream(r.ItemID)}, args...).Int()
+	for _, oid := range plan.released {
+		args = append(args, oid)
+	}
+	n, err := repairScript.Run(ctx, s.rdb, []string{s.keys.meta(r.ItemID), s.keys.buyers(r.ItemID), s.keys.stream(r.ItemID),
+		s.keys.released(r.ItemID)}, args...).Int()
 	if err != nil {
 		return false, redisError("repair gate", err)
 	}

@@ -49,6 +49,17 @@ type Config struct {
 	Orders OrderObserver
 	// Async tunes the lua-async queue and its writers.
 	Async AsyncConfig
+	// PaymentTimeout is how long after its sale an order may be paid; an
+	// order unpaid by then is cancelled and its unit returned. Zero: orders
+	// never expire.
+	PaymentTimeout time.Duration
+	// SweepInterval is how often the sweeper expires orders past their
+	// deadline and finishes stock returns that failed. Default 1s; negative:
+	// no sweeper (tests call ExpireDue and ReturnStock themselves).
+	SweepInterval time.Duration
+	// Lifecycle receives order transitions and stock returns (metrics).
+	// Default none.
+	Lifecycle LifecycleObserver
 }
 
 // OrderObserver receives order outcomes. It must be fast and safe for
@@ -78,6 +89,9 @@ func (c *Config) withDefaults() {
 		c.Logger = slog.Default()
 	}
 	c.Async.withDefaults()
+	if c.SweepInterval == 0 {
+		c.SweepInterval = time.Second
+	}
 }
 
 // Service is the domain API the HTTP layer uses.
@@ -97,6 +111,11 @@ type Service struct {
 	items   sync.Map // int64 -> *Item
 	loading singleflight.Group
 	soldOut soldOutMemo
+	events  *events
+
+	sweeper   sync.WaitGroup
+	stopSweep context.CancelFunc
+	closeOnce sync.Once
 }
 
 // NewService wires the strategies over one store and one Redis.
@@ -105,12 +124,24 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	if !knownStrategy(cfg.DefaultStrategy) {
 		return nil, fmt.Errorf("unknown default strategy %q (want lua, lock or lua-async): %w", cfg.DefaultStrategy, ErrInvalid)
 	}
+	if cfg.PaymentTimeout < 0 {
+		return nil, fmt.Errorf("payment timeout %s is negative: %w", cfg.PaymentTimeout, ErrInvalid)
+	}
 	keys, err := newKeyspace(cfg.KeyPrefix)
 	if err != nil {
 		return nil, err
 	}
+	store.paymentTimeout = cfg.PaymentTimeout
 	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys}
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
+	s.gate.returned = s.restocked
+	s.gate.rebuild = func(ctx context.Context, id int64) error {
+		it, err := s.routing(ctx, id)
+		if err != nil {
+			return err
+		}
+		return s.rebuildGate(ctx, id, it.Strategy)
+	}
 	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
 	switch cfg.Async.Durability {
@@ -128,6 +159,8 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	}
 	s.writers = newAsyncWriters(cfg.Async, store, rdb, keys, cfg.Logger)
 	s.writers.start()
+	s.events = startEvents(rdb, keys, &s.soldOut, cfg.Logger)
+	s.startSweeper()
 	return s, nil
 }
 
@@ -135,14 +168,19 @@ func knownStrategy(name string) bool {
 	return name == StrategyLua || name == StrategyLock || name == StrategyLuaAsync
 }
 
-// Close stops the lua-async writers after their current batch, waits for
-// background work (hand-back retries) to stop and closes the lock client's
-// subscription.
+// Close stops the sweeper and the lua-async writers (after their current
+// batch), finishes queued writes, waits for background work (hand-back
+// retries) and closes the subscriptions. It is safe to call more than once.
 func (s *Service) Close() {
-	s.writers.close()
-	s.fsync.close()
-	s.gate.Close()
-	s.locked.close()
+	s.closeOnce.Do(func() {
+		s.stopSweep()
+		s.sweeper.Wait()
+		s.writers.close()
+		s.fsync.close()
+		s.gate.Close()
+		s.locked.close()
+		s.events.close()
+	})
 }
 
 // DefaultStrategy is the strategy of items created without one.
@@ -221,10 +259,11 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *Ite
 	}
 	if n >= old.Stock {
 		if err := s.gate.setStock(ctx, id, n, false); err != nil {
+			s.soldOut.forget(id)
 			return nil, nil, fmt.Errorf("stock saved in the database but the Redis gate still has %d; repeat the request: %w", old.Stock, err)
 		}
 	}
-	s.soldOut.forget(id)
+	s.restocked(ctx, id)
 	return old, updated, nil
 }
 
@@ -284,7 +323,7 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	if s.soldOut.soldOut(it.ID) {
 		err = ErrSoldOut
 	} else if o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String(), committed); errors.Is(err, ErrSoldOut) {
-		s.soldOut.mark(it.ID, gen)
+		s.markSoldOut(ctx, it.ID, gen)
 	}
 	if err == nil {
 		return o, false, nil
@@ -297,8 +336,21 @@ func (s *Service) PlaceOrder(ctx context.Context, req OrderRequest) (o *Order, r
 	return nil, false, err
 }
 
-// KnownSoldOut reports whether this process saw the item sold out within
-// the last second (and no stock change since). It costs no round trip.
+// markSoldOut remembers that item id is sold out, as learned by a request
+// that noted gen, and tells the other instances.
+func (s *Service) markSoldOut(ctx context.Context, id int64, gen memoGen) {
+	if news, seq := s.soldOut.mark(id, gen); news {
+		// The other instances may mark it too; if they miss it, they
+		// learn it themselves.
+		if perr := s.events.soldOut(ctx, id, seq, gen); perr != nil {
+			s.cfg.Logger.DebugContext(ctx, "sold out not announced", "item", id, "err", perr)
+		}
+	}
+}
+
+// KnownSoldOut reports whether this process knows the item is sold out: it
+// saw it, or another instance said so, and no restock has been announced
+// since (within the memo's bounds, see soldout.go). It costs no round trip.
 func (s *Service) KnownSoldOut(itemID int64) bool { return s.soldOut.soldOut(itemID) }
 
 // routing returns the immutable fields of an item, from cache when it can.

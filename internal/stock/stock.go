@@ -18,17 +18,20 @@ const (
 	StrategyLuaAsync = "lua-async"
 )
 
-// Order statuses.
+// Order statuses. An order is created when it is sold, then paid or
+// cancelled, once: cancelled (by its user, or because its payment deadline
+// passed) returns its unit to stock. Pending is an order a strategy has
+// accepted but not yet written to the database.
 const (
 	// StatusPending is a lua-async order admitted by the gate and queued in
 	// Redis, not yet written to the database.
-	StatusPending = "pending"
-	StatusCreated = "created"
+	StatusPending   = "pending"
+	StatusCreated   = "created"
+	StatusPaid      = "paid"
+	StatusCancelled = "cancelled"
 	// StatusFailed is a lua-async order the database refused after it was
 	// admitted (possible only after Redis lost data); Reason says why.
 	StatusFailed = "failed"
-	// statusCancelled is a cancelled order's status (the order lifecycle).
-	statusCancelled = "cancelled"
 )
 
 // Item is a unit of stock on sale.
@@ -66,9 +69,24 @@ type Order struct {
 	UserID string
 	Status string
 	// Reason is why a failed order failed (an API error code), else "".
-	Reason    string
+	Reason string
+	// ExpiresAt is the payment deadline: a created order still unpaid then
+	// is cancelled and its unit returned. Nil: it never expires.
+	ExpiresAt *time.Time
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// due reports whether o is created and its payment deadline has passed at now.
+func (o *Order) due(now time.Time) bool {
+	return o.Status == StatusCreated && o.ExpiresAt != nil && !now.Before(*o.ExpiresAt)
+}
+
+// expired reports whether o was cancelled by its payment deadline: it was
+// cancelled at or after it (the cancellation's time is its updated_at, and
+// a cancelled order never changes again).
+func (o *Order) expired() bool {
+	return o.Status == StatusCancelled && o.ExpiresAt != nil && !o.UpdatedAt.Before(*o.ExpiresAt)
 }
 
 // NewItem is what an admin supplies to create an item.
@@ -108,5 +126,9 @@ var (
 	ErrSaleEnded           = errors.New("sale ended")
 	ErrStockBelowSold      = errors.New("stock below sold")
 	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+	ErrOrderPaid           = errors.New("order already paid")
+	ErrOrderCancelled      = errors.New("order cancelled")
+	ErrOrderExpired        = errors.New("order expired: its payment deadline passed")
+	ErrOrderPending        = errors.New("order not yet persisted")
 	ErrUnavailable         = errors.New("backend unavailable")
 )

@@ -19,6 +19,10 @@ import (
 type Store struct {
 	db  *gorm.DB
 	sql *sql.DB // the hot path, without gorm's per-call work
+
+	// paymentTimeout is how long after its sale an order may be paid; zero:
+	// forever. NewService sets it from its Config before any use.
+	paymentTimeout time.Duration
 }
 
 // NewStore wraps an open gorm handle whose schema is migrated.
@@ -52,20 +56,36 @@ func (r *itemRow) item() *Item {
 }
 
 type orderRow struct {
-	ID             string `gorm:"primaryKey"`
-	ItemID         int64
-	UserID         string
-	Status         string
-	IdempotencyKey *string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	ID              string `gorm:"primaryKey"`
+	ItemID          int64
+	UserID          string
+	Status          string
+	IdempotencyKey  *string
+	ExpiresAt       *time.Time
+	StockReturnedAt *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 func (orderRow) TableName() string { return "orders" }
 
 func (r *orderRow) order() *Order {
-	return &Order{ID: r.ID, ItemID: r.ItemID, UserID: r.UserID, Status: r.Status,
+	return &Order{ID: r.ID, ItemID: r.ItemID, UserID: r.UserID, Status: r.Status, ExpiresAt: utcPtr(r.ExpiresAt),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+}
+
+// deadline is the payment deadline of an order sold at now, nil for none.
+func (s *Store) deadline(now time.Time) *time.Time {
+	if s.paymentTimeout <= 0 {
+		return nil
+	}
+	d := now.Add(s.paymentTimeout)
+	return &d
+}
+
+// created fills in what the database holds for an order just written at now.
+func (s *Store) created(o *Order, now time.Time) {
+	o.Status, o.ExpiresAt, o.CreatedAt, o.UpdatedAt = StatusCreated, s.deadline(now), now, now
 }
 
 // dbNow is the current time at the precision DATETIME(6) keeps, so what a
@@ -164,7 +184,7 @@ func (s *Store) InsertOrder(ctx context.Context, o *Order, idemKey string, fence
 	if err := s.insertOrder(ctx, o, key, fence, now); err != nil {
 		return txError(err)
 	}
-	o.Status, o.CreatedAt, o.UpdatedAt = StatusCreated, now, now
+	s.created(o, now)
 	return nil
 }
 
@@ -178,8 +198,8 @@ func (s *Store) insertOrder(ctx context.Context, o *Order, key *string, fence in
 			_ = tx.Rollback()
 		}
 	}()
-	_, err = tx.ExecContext(ctx, "INSERT INTO orders (id, item_id, user_id, status, idempotency_key, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		o.ID, o.ItemID, o.UserID, StatusCreated, key, now, now)
+	_, err = tx.ExecContext(ctx, "INSERT INTO orders (id, item_id, user_id, status, idempotency_key, expires_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		o.ID, o.ItemID, o.UserID, StatusCreated, key, s.deadline(now), now, now)
 	if err != nil {
 		return insertError(err)
 	}
@@ -285,7 +305,8 @@ func insertError(err error) error {
 
 // domainErrors are outcomes a transaction reports on purpose.
 var domainErrors = []error{ErrNotFound, ErrInvalid, ErrSoldOut, ErrAlreadyPurchased, ErrStockBelowSold,
-	ErrIdempotencyConflict, ErrUnavailable, ErrSaleNotStarted, ErrSaleEnded}
+	ErrIdempotencyConflict, ErrUnavailable, ErrSaleNotStarted, ErrSaleEnded,
+	ErrOrderPaid, ErrOrderCancelled, ErrOrderExpired, ErrOrderPending}
 
 // txError classifies what a transaction returned: its own outcomes pass
 // through, and a failure of BEGIN or COMMIT is classified like any other.

@@ -187,10 +187,19 @@ func (c *Client) AdminItem(t testing.TB, id int64) Item {
 
 // Order is an order as the API shows it.
 type Order struct {
-	ID     string `json:"id"`
-	ItemID int64  `json:"item_id"`
-	UserID string `json:"user_id"`
-	Status string `json:"status"`
+	ID        string     `json:"id"`
+	ItemID    int64      `json:"item_id"`
+	UserID    string     `json:"user_id"`
+	Status    string     `json:"status"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+}
+
+// SettleOrder posts to /api/v1/orders/{id}/{action} ("pay" or "cancel")
+// with body (see Do) and header.
+func (c *Client) SettleOrder(id, action string, body any, header map[string]string) (Response, error) {
+	return c.Do("POST", "/api/v1/orders/"+id+"/"+action, body, false, header)
 }
 
 // PlaceOrder posts an order attempt; key may be empty.
