@@ -316,3 +316,36 @@ func TestCancelledOrderStillCountsAsTheUsersOrder(t *testing.T) {
 		}
 	})
 }
+
+// A lua-async order cannot be paid or cancelled while it is only queued:
+// 409 order_pending, nothing changes; once a writer has written it, it can.
+func TestPendingOrderCannotBeSettledYet(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.Writers = -1 })
+		it := c.CreateItem(t, 5, "lua-async")
+		r, err := c.PlaceOrder(it.ID, "queued", "")
+		if err != nil || r.Status != http.StatusAccepted {
+			t.Fatalf("order: %v %d %s", err, r.Status, r.Body)
+		}
+		var o apptest.Order
+		r.JSON(t, &o)
+		for _, action := range []string{"pay", "cancel"} {
+			r, err := c.SettleOrder(o.ID, action, map[string]string{"user_id": "queued"}, nil)
+			if err != nil || r.Status != http.StatusConflict || r.ErrorCode() != "order_pending" {
+				t.Errorf("%s a pending order: got %d %s %v, want 409 order_pending", action, r.Status, r.Body, err)
+			}
+		}
+		// Writers in another instance on the same backend.
+		_, w := apptest.Start(t, b)
+		if got := w.AwaitOrder(t, o.ID, 20*time.Second); got.Status != "created" {
+			t.Fatalf("order after the writers: %q, want created", got.Status)
+		}
+		r, err = c.SettleOrder(o.ID, "pay", map[string]string{"user_id": "queued"}, nil)
+		if err != nil || r.Status != http.StatusOK {
+			t.Fatalf("pay once written: got %d %s %v, want 200", r.Status, r.Body, err)
+		}
+		if got := c.AwaitOrder(t, o.ID, time.Second); got.Status != "paid" {
+			t.Errorf("status after pay: %q, want paid", got.Status)
+		}
+	})
+}
