@@ -300,9 +300,9 @@ func (s *Store) withItemLocked(ctx context.Context, id int64, fn func(tx *sql.Tx
 // buyersSnapshot is what the database says of an item's gate and buyers,
 // read in one transaction.
 type buyersSnapshot struct {
-	item   *Item
-	buyers map[string]string // user -> order id, of every order row (a cancelled order still counts as the user's one)
-	done   map[string]bool   // order ids written or recorded as failed
+	item      *Item
+	buyers    map[string]string // user -> order id, of every order row (a cancelled order still counts as the user's one)
+	done      map[string]bool   // order ids written or recorded as failed
 	live      int64             // order rows not cancelled
 	failed    int64             // orders recorded as failed
 	cancelled []string          // ids of cancelled orders: their units are back (released)
