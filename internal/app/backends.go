@@ -36,6 +36,7 @@ func openRedis(ctx context.Context, url string, timeout time.Duration) (redis.Un
 	opt.WriteTimeout = timeout
 	opt.PoolTimeout = 2 * timeout
 	opt.MaxRetries = 1 // the gate scripts are safe to rerun
+	opt.Protocol = 2   // EXPERIMENT
 	opt.PoolSize = 128
 	opt.MinIdleConns = 8
 	rdb := redis.NewClient(opt)

@@ -24,8 +24,13 @@ import (
 func Open(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, string, []int64, error) {
 	gcfg := &gorm.Config{SkipDefaultTransaction: true, Logger: logger.Default.LogMode(logger.Silent)}
 	if dsn == "" {
+		// _txlock=immediate: a transaction takes the write lock when it
+		// begins. A transaction that reads and then writes (a gate rebuild,
+		// a cancellation) would otherwise fail with SQLITE_BUSY_SNAPSHOT,
+		// which busy_timeout does not retry, when another connection (a
+		// second instance on the same file) wrote in between.
 		db, err := gorm.Open(sqlite.Open("file:"+sqlitePath+
-			"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"), gcfg)
+			"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"), gcfg)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("open sqlite %s: %w", sqlitePath, err)
 		}

@@ -558,7 +558,7 @@ func parseQueued(itemID int64, m redis.XMessage) (*queued, error) {
 	if e := str("e"); e != "" && err == nil {
 		q.epoch, err = strconv.ParseInt(e, 10, 64)
 	}
-	if err != nil || !orderIDPattern.MatchString(q.id) || !userIDPattern.MatchString(q.userID) || len(q.key) > MaxIdemKeyLen {
+	if err != nil || !orderIDPattern.MatchString(q.id) || !validUserID(q.userID) || len(q.key) > MaxIdemKeyLen {
 		return nil, fmt.Errorf("malformed entry %s: %v", m.ID, m.Values)
 	}
 	q.created = time.UnixMilli(ms).UTC()

@@ -3,6 +3,7 @@ package stock
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // keyspace names the Redis keys of the service. Every key of one item shares
@@ -43,3 +44,18 @@ func (k keyspace) restocks(id int64) string { return k.item(id) + ":restocks" }
 
 // events is the pub/sub channel of sold-out and restock events.
 func (k keyspace) events() string { return k.prefix + ":events" }
+
+// gateKeys are the names of one item's gate keys, made once per item.
+type gateKeys struct{ meta, buyers, stream string }
+
+// gateKeysCache holds each item's gateKeys: the hot path formats none.
+type gateKeysCache struct{ m sync.Map } // int64 -> *gateKeys
+
+func (c *gateKeysCache) get(k keyspace, id int64) *gateKeys {
+	if v, ok := c.m.Load(id); ok {
+		return v.(*gateKeys)
+	}
+	g := &gateKeys{meta: k.meta(id), buyers: k.buyers(id), stream: k.stream(id)}
+	c.m.Store(id, g)
+	return g
+}

@@ -84,7 +84,7 @@ func (s *Service) CancelOrder(ctx context.Context, id, userID string) (*Order, e
 // wins its conditional update or finds the order changed by whoever won;
 // a changed order is final, so two reads suffice.
 func (s *Service) settleOrder(ctx context.Context, id, userID string, act orderAction) (*Order, error) {
-	if !userIDPattern.MatchString(userID) {
+	if !validUserID(userID) {
 		return nil, Invalidf("user_id must be 1 to %d characters of A-Z a-z 0-9 . _ : @ -", MaxUserIDLen)
 	}
 	for attempt := 0; attempt < 3; attempt++ {

@@ -47,14 +47,15 @@ func (s *Service) placeAsync(ctx context.Context, it *Item, req OrderRequest) (*
 	}
 	gen := s.soldOut.generation(it.ID)
 	now := time.Now()
-	keys := []string{s.keys.meta(it.ID), s.keys.buyers(it.ID), s.keys.stream(it.ID), s.keys.pending(id.String())}
+	gk := s.gateKeys.get(s.keys, it.ID)
+	keys := []string{gk.meta, gk.buyers, gk.stream, s.keys.pending(id.String())}
 	if req.IdempotencyKey != "" {
 		keys = append(keys, s.keys.idem(it.ID, req.IdempotencyKey))
 	}
 	args := []any{req.UserID, id.String(), now.UnixMilli(), it.ID, req.IdempotencyKey,
 		int64(s.cfg.IdempotencyTTL / time.Second), int64(s.cfg.Async.PendingTTL / time.Second)}
 	for attempt := 0; ; attempt++ {
-		res, err := enqueueScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+		res, err := s.batch.runScript(ctx, enqueueScript, keys, args...).StringSlice()
 		if err != nil {
 			return nil, false, redisError("enqueue", err)
 		}

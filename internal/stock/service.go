@@ -104,6 +104,8 @@ type Service struct {
 	locked     *LockStrategy
 	writers    *asyncWriters
 	fsync      *fsyncWatch // nil unless Async.Durability is fsync
+	batch      *batcher    // shared round trips for the hot path's calls
+	gateKeys   gateKeysCache
 	strategies map[string]Strategy
 
 	// items caches the fields of an item that never change after creation
@@ -132,7 +134,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 		return nil, err
 	}
 	store.paymentTimeout = cfg.PaymentTimeout
-	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys}
+	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys, batch: newBatcher(rdb, batchLoops, batchMax)}
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
 	s.gate.returned = s.restocked
 	s.gate.rebuild = func(ctx context.Context, id int64) error {
@@ -151,10 +153,12 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 		defer cancel()
 		if s.fsync, err = watchFsync(ctx, rdb, cfg.Async.DurabilityCheck); err != nil {
 			s.locked.close()
+			s.batch.close()
 			return nil, err
 		}
 	default:
 		s.locked.close()
+		s.batch.close()
 		return nil, fmt.Errorf("unknown lua-async durability %q (want memory or fsync): %w", cfg.Async.Durability, ErrInvalid)
 	}
 	s.writers = newAsyncWriters(cfg.Async, store, rdb, keys, cfg.Logger)
@@ -180,6 +184,7 @@ func (s *Service) Close() {
 		s.gate.Close()
 		s.locked.close()
 		s.events.close()
+		s.batch.close()
 	})
 }
 
@@ -381,14 +386,29 @@ func (s *Service) Ready(ctx context.Context) error {
 	return s.store.Ping(ctx)
 }
 
-var userIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:@-]{1,64}$`)
+// validUserID reports whether s is 1 to 64 characters of [A-Za-z0-9._:@-]
+// (a loop: it runs on every order).
+func validUserID(s string) bool {
+	if len(s) == 0 || len(s) > MaxUserIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '.', c == '_', c == ':', c == '@', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ValidateOrderRequest checks an order attempt's fields.
 func ValidateOrderRequest(req OrderRequest) error {
 	switch {
 	case req.ItemID <= 0:
 		return Invalidf("item id must be a positive integer")
-	case !userIDPattern.MatchString(req.UserID):
+	case !validUserID(req.UserID):
 		return Invalidf("user_id must be 1 to %d characters of A-Z a-z 0-9 . _ : @ -", MaxUserIDLen)
 	case len(req.IdempotencyKey) > MaxIdemKeyLen || !printableASCII(req.IdempotencyKey):
 		return Invalidf("Idempotency-Key must be at most %d printable ASCII characters", MaxIdemKeyLen)
