@@ -36,6 +36,9 @@ func (h *Handler) decodeOptional(c *gin.Context, dst any, optional bool) bool {
 	if optional && len(bytes.TrimSpace(body)) == 0 {
 		return true
 	}
+	if r, ok := dst.(*placeOrderRequest); ok && fastOrderBody(body, r) {
+		return true
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -91,4 +94,25 @@ func pathID(c *gin.Context) (int64, error) {
 		return 0, stock.Invalidf("item id must be a positive integer, got %q", raw)
 	}
 	return id, nil
+}
+
+// fastOrderBody reads the body every order attempt sends,
+// {"user_id":"..."} with nothing JSON would escape in the id, without the
+// decoder: it runs tens of thousands of times a second. Any other body,
+// including the same with spaces, goes to the strict decoder, which gives
+// the same result for this one.
+func fastOrderBody(body []byte, r *placeOrderRequest) bool {
+	const pre, post = `{"user_id":"`, `"}`
+	if len(body) < len(pre)+len(post) || string(body[:len(pre)]) != pre || string(body[len(body)-len(post):]) != post {
+		return false
+	}
+	id := body[len(pre) : len(body)-len(post)]
+	for _, c := range id {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	u := string(id)
+	r.UserID = &u
+	return true
 }

@@ -23,9 +23,14 @@ const (
 // database's UNIQUE(item_id, idempotency_key) still refuses a second order
 // under one key.
 func (s *Service) claim(ctx context.Context, req OrderRequest) (state, orderID string, err error) {
-	prev, err := s.rdb.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
-		redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL}).Result()
-	return claimState(prev, err, req.UserID)
+	var cmd *redis.StatusCmd
+	if err := s.batch.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		cmd = p.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+	}); err != nil {
+		return "", "", redisError("claim idempotency key", err)
+	}
+	return claimState(cmd.Val(), cmd.Err(), req.UserID)
 }
 
 // claimState reads the reply of the claim's SET NX GET.
@@ -53,14 +58,19 @@ func claimState(prev string, err error, userID string) (state, orderID string, _
 // anyone can see sold out), so the claim shows its order; a lua twin still
 // writing holds a reservation.
 func (s *Service) soldOutKeyed(ctx context.Context, it *Item, req OrderRequest) (*Order, bool, error) {
-	pipe := s.rdb.Pipeline()
-	claim := pipe.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
-		redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+	var claim *redis.StatusCmd
 	var reserved *redis.BoolCmd
-	if it.Strategy == StrategyLua {
-		reserved = pipe.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
+	err := s.batch.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		claim = p.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+		if it.Strategy == StrategyLua {
+			reserved = p.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
+		}
+	})
+	if err == nil && reserved != nil {
+		err = reserved.Err()
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, false, redisError("claim idempotency key", err)
 	}
 	state, orderID, err := claimState(claim.Val(), claim.Err(), req.UserID)

@@ -99,7 +99,13 @@ func (s *Service) placeAsync(ctx context.Context, it *Item, req OrderRequest) (*
 // soldOutAsync answers a keyed request for an item this process knows is
 // sold out with one GET: the key may name an order its user placed before.
 func (s *Service) soldOutAsync(ctx context.Context, it *Item, req OrderRequest) (*Order, bool, error) {
-	prev, err := s.rdb.Get(ctx, s.keys.idem(it.ID, req.IdempotencyKey)).Result()
+	var cmd *redis.StringCmd
+	if err := s.batch.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		cmd = p.Get(ctx, s.keys.idem(it.ID, req.IdempotencyKey))
+	}); err != nil {
+		return nil, false, redisError("read idempotency key", err)
+	}
+	prev, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, false, ErrSoldOut
 	}

@@ -45,6 +45,9 @@ type LuaGate struct {
 	// returned, when set, is told that a hand-back put a unit back that
 	// buyers may have been told is sold out.
 	returned func(ctx context.Context, itemID int64)
+	// batch shares round trips between concurrent requests (set by the
+	// Service).
+	batch *batcher
 	// rebuild creates a missing gate from the database the way the item's
 	// strategy needs (lua-async also counts its queue); nil: seed.
 	rebuild func(ctx context.Context, itemID int64) error
@@ -99,7 +102,7 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 // reserve runs the gate script and returns the gate's stock it saw.
 func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string) (string, error) {
 	for attempt := 0; ; attempt++ {
-		res, err := reserveScript.Run(ctx, g.rdb, []string{g.keys.meta(it.ID), g.keys.buyers(it.ID)},
+		res, err := g.batch.runScript(ctx, reserveScript, []string{g.keys.meta(it.ID), g.keys.buyers(it.ID)},
 			userID, orderID, time.Now().UnixMilli()).StringSlice()
 		if err != nil {
 			return "", redisError("reserve", err)

@@ -137,6 +137,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys, batch: newBatcher(rdb, batchLoops, batchMax)}
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
 	s.gate.returned = s.restocked
+	s.gate.batch = s.batch
 	s.gate.rebuild = func(ctx context.Context, id int64) error {
 		it, err := s.routing(ctx, id)
 		if err != nil {
