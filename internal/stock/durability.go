@@ -26,7 +26,7 @@ const (
 )
 
 // errNotFsyncing is the refusal while Redis does not fsync every write.
-var errNotFsyncing = errors.New("Redis does not fsync every write (appendonly yes, appendfsync always), which SECKILL_ASYNC_DURABILITY=fsync requires")
+var errNotFsyncing = errors.New("redis does not fsync every write (appendonly yes, appendfsync always), which SECKILL_ASYNC_DURABILITY=fsync requires")
 
 // fsyncCheck reads Redis's persistence settings.
 func fsyncCheck(ctx context.Context, rdb redis.UniversalClient) error {
