@@ -216,23 +216,6 @@ func (g *LuaGate) orphaned(ctx context.Context, orderID string) bool {
 	return errors.Is(err, ErrNotFound)
 }
 
-// setStock sets the gate's stock; absent gates stay absent (rebuilt on
-// demand). strict refuses a stock below what the gate has taken.
-func (g *LuaGate) setStock(ctx context.Context, id, stock int64, strict bool) error {
-	flag := "0"
-	if strict {
-		flag = "1"
-	}
-	n, err := setStockScript.Run(ctx, g.rdb, []string{g.keys.meta(id)}, stock, flag).Int()
-	if err != nil {
-		return redisError("set stock", err)
-	}
-	if n < 0 {
-		return fmt.Errorf("stock %d is below the units sold or queued for writing: %w", stock, ErrStockBelowSold)
-	}
-	return nil
-}
-
 // handBack returns a reservation whose write failed. It must not depend on
 // the request's context, which may be what failed; when Redis is down too it
 // keeps trying in the background for a while.

@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -237,40 +238,121 @@ func (s *Service) Item(ctx context.Context, id int64) (*Item, error) {
 	return s.store.Item(ctx, id)
 }
 
-// SetStock changes an item's stock. Lowering tightens the Redis gate before
-// the database commits, raising loosens it after, so Redis never admits more
-// than the database holds. n below what is sold is refused. It returns the
-// item before and after the change (for the audit log).
+// SetStock changes an item's stock and returns the item before and after
+// the change (for the audit log). n below what is sold is refused, and on a
+// lua-async item n below what is sold or queued (promised to its buyers).
+//
+// The gate is written while the database holds the item's row lock, before
+// the commit, whichever way the stock moves: concurrent changes reach the
+// gate in the order they reach the database, so the gate ends with the
+// stock of the change that committed last. While the lock is held no order
+// can take a unit in the database either (its UPDATE waits for the lock),
+// so a gate loosened just before the commit sends nobody to a refusal.
+// Should the change fail after the gate was written (the commit or the
+// connection failed; the outcome may even be unknown), the gate is set
+// again from the database, under the row lock.
+//
+// A missing gate is rebuilt first (for lua-async it counts the queue, which
+// the strict check needs); if it vanishes again before the check, a
+// lowering on lua-async is refused as unavailable rather than unchecked.
 func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *Item, err error) {
 	if n < 0 || n > MaxStock {
 		return nil, nil, Invalidf("stock must be between 0 and %d", MaxStock)
 	}
-	tightened := false
-	old, updated, err := s.store.SetStock(ctx, id, n, func(old *Item) error {
-		if n >= old.Stock {
-			return nil
+	it, err := s.routing(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if hasGate(it.Strategy) {
+		if err := s.ensureGate(ctx, it); err != nil {
+			return nil, nil, err
 		}
-		tightened = true
+	}
+	touched := false
+	old, updated, err := s.store.SetStock(ctx, id, n, func(old *Item) error {
 		// lua-async has promised the units its queue holds: never below them.
-		return s.gate.setStock(ctx, id, n, old.Strategy == StrategyLuaAsync)
+		strict := old.Strategy == StrategyLuaAsync && n < old.Stock
+		res, err := s.setGateStock(ctx, id, n, strict)
+		touched = err != nil || res == gateStockSet
+		switch {
+		case err != nil:
+			return err
+		case res == gateStockRefused:
+			return fmt.Errorf("stock %d is below the units sold or queued for writing: %w", n, ErrStockBelowSold)
+		case res == gateStockMissing && strict:
+			return fmt.Errorf("redis: the gate of item %d vanished, so its queued orders cannot be counted; repeat the request: %w", id, ErrUnavailable)
+		}
+		return nil
 	})
 	if err != nil {
-		if tightened {
-			// The database kept the old stock; give it back to the gate.
-			if rerr := s.gate.setStock(context.WithoutCancel(ctx), id, old.Stock, false); rerr != nil {
-				s.cfg.Logger.WarnContext(ctx, "gate stock not restored after a failed change; it admits less until repaired", "item", id, "err", rerr)
+		if touched {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), returnTimeout)
+			defer cancel()
+			if rerr := s.syncGateStock(rctx, id); rerr != nil {
+				s.soldOut.forget(id)
+				s.cfg.Logger.WarnContext(ctx, "gate stock not set back from the database after a failed change; reconcile the item",
+					"item", id, "err", rerr)
 			}
 		}
 		return nil, nil, err
 	}
-	if n >= old.Stock {
-		if err := s.gate.setStock(ctx, id, n, false); err != nil {
-			s.soldOut.forget(id)
-			return nil, nil, fmt.Errorf("stock saved in the database but the Redis gate still has %d; repeat the request: %w", old.Stock, err)
-		}
-	}
 	s.restocked(ctx, id)
 	return old, updated, nil
+}
+
+// ensureGate rebuilds the gate of a gated item if Redis lost it, the way
+// its strategy needs (see rebuildGate).
+func (s *Service) ensureGate(ctx context.Context, it *Item) error {
+	n, err := s.rdb.Exists(ctx, s.keys.meta(it.ID)).Result()
+	if err != nil {
+		return redisError("check gate", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	return s.rebuildGate(ctx, it.ID, it.Strategy)
+}
+
+// What setstock.lua did.
+type gateStockResult int
+
+const (
+	gateStockSet gateStockResult = iota
+	gateStockMissing
+	gateStockRefused
+)
+
+// setGateStock sets the stock in an item's gate; an absent gate stays
+// absent (the next order rebuilds it from the database). strict refuses a
+// stock below what the gate has taken.
+func (s *Service) setGateStock(ctx context.Context, id, stock int64, strict bool) (gateStockResult, error) {
+	flag := "0"
+	if strict {
+		flag = "1"
+	}
+	n, err := setStockScript.Run(ctx, s.rdb, []string{s.keys.meta(id)}, stock, flag).Int()
+	switch {
+	case err != nil:
+		return gateStockSet, redisError("set stock", err)
+	case n < 0:
+		return gateStockRefused, nil
+	case n == 0:
+		return gateStockMissing, nil
+	}
+	return gateStockSet, nil
+}
+
+// syncGateStock writes the database's stock to the item's gate, holding
+// the item's row lock so no stock change runs in between.
+func (s *Service) syncGateStock(ctx context.Context, id int64) error {
+	return s.store.withItemLocked(ctx, id, func(tx *sql.Tx, _ int64) error {
+		var stock int64
+		if err := tx.QueryRowContext(ctx, "SELECT stock FROM items WHERE id = ?", id).Scan(&stock); err != nil {
+			return dbError("read stock", err)
+		}
+		_, err := s.setGateStock(ctx, id, stock, false)
+		return err
+	})
 }
 
 var orderIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)

@@ -125,9 +125,10 @@ func (s *Store) Item(ctx context.Context, id int64) (*Item, error) {
 	return row.item(), nil
 }
 
-// SetStock changes an item's stock to n inside one transaction. before runs
-// with the row locked and the old item in hand, before the write; after runs
-// once the change is committed. Either may be nil. It refuses n below sold.
+// SetStock changes an item's stock to n inside one transaction. before,
+// when not nil, runs with the row locked and the old item in hand, before
+// the write; an error from it rolls the change back. It refuses n below
+// sold.
 func (s *Store) SetStock(ctx context.Context, id, n int64, before func(old *Item) error) (old, updated *Item, err error) {
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var row itemRow
