@@ -30,6 +30,7 @@ const (
 	CodeOrderCancelled      = "order_cancelled"
 	CodeOrderExpired        = "order_expired"
 	CodeOrderPending        = "order_pending"
+	CodeOrderFailed         = "order_failed"
 	CodeRateLimited         = "rate_limited"
 	CodeUnavailable         = "unavailable"
 	CodeInternal            = "internal"
@@ -55,6 +56,7 @@ var errorKinds = []struct {
 	{stock.ErrOrderCancelled, http.StatusConflict, CodeOrderCancelled, "the order is cancelled; it can no longer be paid"},
 	{stock.ErrOrderExpired, http.StatusConflict, CodeOrderExpired, "the order's payment deadline has passed; it is cancelled and its unit returned to stock"},
 	{stock.ErrOrderPending, http.StatusConflict, CodeOrderPending, "the order is not yet persisted; retry shortly"},
+	{stock.ErrOrderFailed, http.StatusConflict, CodeOrderFailed, "the order failed: the database refused it after it was queued (see its reason); it can be neither paid nor cancelled"},
 	{errUnauthorized, http.StatusUnauthorized, CodeUnauthorized, ""},
 	{errRateLimited, http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after the time in Retry-After"},
 	{stock.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable, "the service is temporarily unavailable; retry shortly"},

@@ -65,15 +65,16 @@ const (
 // PayOrder records that userID paid for order id (as a payment provider's
 // callback would). Paying a paid order answers it again. A cancelled order
 // gives ErrOrderCancelled, or ErrOrderExpired when its deadline cancelled
-// it; an order past its deadline is expired on the spot. Another user's
-// order is ErrNotFound.
+// it; an order past its deadline is expired on the spot. A failed lua-async
+// order gives ErrOrderFailed. Another user's order is ErrNotFound.
 func (s *Service) PayOrder(ctx context.Context, id, userID string) (*Order, error) {
 	return s.settleOrder(ctx, id, userID, actionPay)
 }
 
 // CancelOrder cancels userID's order id and returns its unit to stock.
 // Cancelling a cancelled order answers it again; a paid order gives
-// ErrOrderPaid. Another user's order is ErrNotFound.
+// ErrOrderPaid, a failed lua-async order ErrOrderFailed. Another user's
+// order is ErrNotFound.
 func (s *Service) CancelOrder(ctx context.Context, id, userID string) (*Order, error) {
 	return s.settleOrder(ctx, id, userID, actionCancel)
 }
@@ -98,6 +99,9 @@ func (s *Service) settleOrder(ctx context.Context, id, userID string, act orderA
 		switch o.Status {
 		case StatusPending:
 			return nil, ErrOrderPending
+		case StatusFailed:
+			// It never held a unit: there is nothing to pay for or give back.
+			return nil, fmt.Errorf("order %s failed (%s): %w", id, o.Reason, ErrOrderFailed)
 		case StatusPaid:
 			if act == actionPay {
 				return o, nil

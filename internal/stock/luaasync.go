@@ -67,11 +67,7 @@ func (s *Service) placeAsync(ctx context.Context, it *Item, req OrderRequest) (*
 			at := time.UnixMilli(now.UnixMilli()).UTC()
 			return &Order{ID: res[1], ItemID: it.ID, UserID: req.UserID, Status: StatusPending, CreatedAt: at, UpdatedAt: at}, false, nil
 		case "replay":
-			o, err := s.findOrder(ctx, res[1])
-			if err != nil {
-				return nil, false, fmt.Errorf("order %s of this Idempotency-Key: %w", res[1], err)
-			}
-			return o, true, nil
+			return s.replayAsync(ctx, res[1])
 		case "conflict":
 			return nil, false, ErrIdempotencyConflict
 		case "dup":
@@ -119,11 +115,33 @@ func (s *Service) soldOutAsync(ctx context.Context, it *Item, req OrderRequest) 
 	case orderID == "":
 		return nil, false, ErrSoldOut
 	}
+	return s.replayAsync(ctx, orderID)
+}
+
+// replayAsync answers a request whose Idempotency-Key names the lua-async
+// order orderID. An order that failed is answered with its failure, as an
+// error: a 2xx would promise an order the database refused.
+func (s *Service) replayAsync(ctx context.Context, orderID string) (*Order, bool, error) {
 	o, err := s.findOrder(ctx, orderID)
 	if err != nil {
 		return nil, false, fmt.Errorf("order %s of this Idempotency-Key: %w", orderID, err)
 	}
+	if o.Status == StatusFailed {
+		return nil, false, failedOrderError(o)
+	}
 	return o, true, nil
+}
+
+// failedOrderError is what a failed order's reason means to its buyer.
+func failedOrderError(o *Order) error {
+	cause := ErrOrderFailed
+	switch o.Reason {
+	case "sold_out":
+		cause = ErrSoldOut
+	case "already_purchased":
+		cause = ErrAlreadyPurchased
+	}
+	return fmt.Errorf("order %s of this Idempotency-Key failed (%s): %w", o.ID, o.Reason, cause)
 }
 
 // findOrder reads an order of any strategy: written, pending in a stream,

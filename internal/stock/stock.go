@@ -130,5 +130,8 @@ var (
 	ErrOrderCancelled      = errors.New("order cancelled")
 	ErrOrderExpired        = errors.New("order expired: its payment deadline passed")
 	ErrOrderPending        = errors.New("order not yet persisted")
-	ErrUnavailable         = errors.New("backend unavailable")
+	// ErrOrderFailed is a lua-async order the database refused after it was
+	// queued (status failed): it can be neither paid nor cancelled.
+	ErrOrderFailed = errors.New("order failed: the database refused it after it was queued")
+	ErrUnavailable = errors.New("backend unavailable")
 )
