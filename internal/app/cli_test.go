@@ -57,6 +57,10 @@ func TestParseConfig(t *testing.T) {
 				`SECKILL_ASYNC_DURABILITY="paranoid"`}},
 		{"fsync needs a real Redis", map[string]string{"SECKILL_ASYNC_DURABILITY": "fsync"}, nil,
 			[]string{"SECKILL_ASYNC_DURABILITY=fsync needs SECKILL_REDIS_URL"}},
+		{"no writers needs a real Redis", map[string]string{"SECKILL_WRITERS": "0"}, nil,
+			[]string{"SECKILL_WRITERS=0 needs SECKILL_REDIS_URL"}},
+		{"no writers by flag needs a real Redis", nil, []string{"-writers", "0"},
+			[]string{"SECKILL_WRITERS=0 needs SECKILL_REDIS_URL"}},
 		{"payment timeout off", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "0"}, nil, nil},
 		{"payment timeout by flag", nil, []string{"-payment-timeout", "30s"}, nil},
 		{"negative payment timeout", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "-1m"}, nil,
@@ -241,5 +245,25 @@ func TestWorkerNeedsRealBackends(t *testing.T) {
 		if !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("seckill worker with %v: stderr %q, want it to say %q", tc.env, errb.String(), tc.want)
 		}
+	}
+}
+
+// A service without lua-async writers on the embedded Redis would answer
+// 202s that nothing can ever write (seckill worker refuses the embedded
+// Redis, and it lives in this process): it must not start.
+func TestNoWritersNeedsARealRedis(t *testing.T) {
+	cfg := app.Config{Writers: -1, SQLitePath: filepath.Join(t.TempDir(), "seckill.db")}
+	a, err := app.New(context.Background(), cfg, nil)
+	if err == nil {
+		_ = a.Close()
+		t.Fatal("app.New with no writers and the embedded Redis: got a running app, want an error")
+	}
+	if !strings.Contains(err.Error(), "SECKILL_WRITERS=0 needs SECKILL_REDIS_URL") {
+		t.Errorf("app.New with no writers and the embedded Redis: got %v, want it to say SECKILL_WRITERS=0 needs SECKILL_REDIS_URL", err)
+	}
+	var out, errb bytes.Buffer
+	env := env(map[string]string{"SECKILL_WRITERS": "0", "SECKILL_SQLITE_PATH": cfg.SQLitePath})
+	if code := app.Main(nil, env, &out, &errb); code != 2 || !strings.Contains(errb.String(), "SECKILL_WRITERS=0 needs SECKILL_REDIS_URL") {
+		t.Errorf("seckill with SECKILL_WRITERS=0 and the embedded Redis: exit %d, stderr %q; want 2 and the reason", code, errb.String())
 	}
 }

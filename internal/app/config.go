@@ -72,7 +72,8 @@ type Config struct {
 	// Writers is how many lua-async writers this process runs
 	// (SECKILL_WRITERS). Default 2. -1 runs none and leaves writing to
 	// `seckill worker` processes (SECKILL_WRITERS=0), as go-redis uses -1
-	// for "off" where 0 means the default.
+	// for "off" where 0 means the default; that needs a real Redis
+	// (RedisURL), which the workers can reach.
 	Writers int
 	// WriterBatch is the most queued orders a writer persists in one
 	// transaction (SECKILL_WRITER_BATCH). Default 500, at most 5000.
@@ -242,6 +243,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Writers < -1 || c.Writers > 64 {
 		problems = append(problems, fmt.Errorf("SECKILL_WRITERS=%d: want 0 to 64", c.Writers))
+	}
+	if c.Writers == -1 && c.RedisURL == "" {
+		// The queue would live in this process only, where no writer runs:
+		// its 202s would stay pending and vanish at the next start.
+		problems = append(problems, errors.New("SECKILL_WRITERS=0 needs SECKILL_REDIS_URL: the embedded Redis lives inside this process, "+
+			"so only this process's writers can write its lua-async orders (seckill worker refuses the embedded Redis); "+
+			"run at least one writer, or use a real Redis shared with seckill worker processes"))
 	}
 	if c.WriterBatch < 0 || c.WriterBatch > 5000 {
 		problems = append(problems, fmt.Errorf("SECKILL_WRITER_BATCH=%d: want 1 to 5000 (0 = the default 500)", c.WriterBatch))
