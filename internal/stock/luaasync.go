@@ -481,16 +481,37 @@ func (s *Service) DeadLetters(ctx context.Context, id int64, limit int64) ([]Dea
 
 // RequeueDeadLetters moves every entry of an item's dead-letter stream back
 // to its order stream (with a fresh delivery count), once the cause is
-// fixed, and returns how many moved. Each move is atomic.
+// fixed, and returns how many moved. Each move is atomic. Entries that are
+// no order at all (no order id or user) stay, and are logged.
 func (s *Service) RequeueDeadLetters(ctx context.Context, id int64) (int, error) {
 	if _, err := s.store.Item(ctx, id); err != nil {
 		return 0, err
 	}
-	n, err := requeueScript.Run(ctx, s.rdb, []string{s.keys.dead(id), s.keys.stream(id)}, 1000).Int()
-	if err != nil {
-		return 0, redisError("requeue dead letters", err)
+	const page = 1000
+	keys := []string{s.keys.dead(id), s.keys.stream(id)}
+	moved, kept := 0, 0
+	for start := "-"; ; {
+		res, err := requeueScript.Run(ctx, s.rdb, keys, page, start).Slice()
+		if err != nil {
+			return moved, redisError("requeue dead letters", err)
+		}
+		if len(res) != 3 {
+			return moved, fmt.Errorf("redis: requeue dead letters: unexpected reply %v", res)
+		}
+		m, _ := res[0].(int64)
+		k, _ := res[1].(int64)
+		last, _ := res[2].(string)
+		moved, kept = moved+int(m), kept+int(k)
+		if last == "" || m+k < page {
+			break
+		}
+		start = "(" + last
 	}
-	return n, nil
+	if kept > 0 {
+		s.cfg.Logger.WarnContext(ctx, "lua-async: dead letters without an order id or user left in the dead-letter stream",
+			"item", id, "kept", kept, "stream", s.keys.dead(id))
+	}
+	return moved, nil
 }
 
 func randomHex(n int) string {
