@@ -19,7 +19,7 @@ func openRedis(ctx context.Context, url string, timeout time.Duration) (redis.Un
 		if embedded, err = embedredis.Start(); err != nil {
 			return nil, nil, "", fmt.Errorf("start embedded redis: %w", err)
 		}
-		url = "redis://" + embedded.Addr() + "/0"
+		url = embedded.URL()
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {

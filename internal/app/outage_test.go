@@ -29,7 +29,9 @@ func TestRedisOutage(t *testing.T) {
 		}
 		proxy := testenv.NewProxy(t, u.Host)
 		_, c := apptest.Start(t, b, func(cfg *app.Config) {
-			cfg.RedisURL = "redis://" + proxy.Addr() + u.Path
+			pu := *u
+			pu.Host = proxy.Addr() // the rest (the embedded Redis's password) stays
+			cfg.RedisURL = pu.String()
 			cfg.RedisTimeout = 0 // the production default
 		})
 		for _, strategy := range []string{"lua", "lock"} {

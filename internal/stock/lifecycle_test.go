@@ -409,7 +409,8 @@ func proxied(t *testing.T, b testenv.Backend) (*redis.Client, *testenv.Proxy, *r
 		t.Fatal(err)
 	}
 	p := testenv.NewProxy(t, u.Host)
-	opt, err := redis.ParseURL("redis://" + p.Addr() + u.Path)
+	u.Host = p.Addr() // the rest (the embedded Redis's password) stays
+	opt, err := redis.ParseURL(u.String())
 	if err != nil {
 		t.Fatal(err)
 	}

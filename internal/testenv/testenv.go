@@ -66,7 +66,7 @@ func Embedded(t testing.TB) Backend {
 		t.Fatalf("start miniredis: %v", err)
 	}
 	t.Cleanup(m.Close)
-	return Backend{Name: "embedded", RedisURL: "redis://" + m.Addr() + "/0",
+	return Backend{Name: "embedded", RedisURL: m.URL(),
 		SQLitePath: filepath.Join(t.TempDir(), "seckill.db"), KeyPrefix: "t" + Suffix(), Mini: m}
 }
 
