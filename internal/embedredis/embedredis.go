@@ -26,8 +26,8 @@ type Server struct {
 	*miniredis.Miniredis
 	password string
 	stop     chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	wg       sync.WaitGroup
+	once     sync.Once
 }
 
 // Start listens on a free loopback port, with a random password.
