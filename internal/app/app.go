@@ -96,7 +96,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	if cfg.UserJWTSecret != "" {
 		hcfg.UserJWTSecret = []byte(cfg.UserJWTSecret)
 	}
-	a.handler = handler.New(a.service, hcfg)
+	// /readyz is public: its checks are cached (see readinessCache), with
+	// the handler's default bound on one check.
+	shop := readyShop{Service: a.service, ready: newReadinessCache(a.service, readinessTTL, time.Second)}
+	a.handler = handler.New(shop, hcfg)
 	return a, nil
 }
 

@@ -47,12 +47,12 @@ func TestRedisOutage(t *testing.T) {
 				if took > outageBound {
 					t.Errorf("order during outage took %v, want an answer within about a second", took)
 				}
-				if r := c.Must(t, "GET", "/readyz", nil, false, nil); r.Status != 503 {
-					t.Errorf("/readyz during outage: got %d, want 503", r.Status)
+				if got := awaitReadyz(t, c, 503); got != 503 {
+					t.Errorf("/readyz during outage: got %d, want 503", got)
 				}
 				proxy.Restore()
-				if r := c.Must(t, "GET", "/readyz", nil, false, nil); r.Status != 200 {
-					t.Errorf("/readyz after outage: got %d, want 200", r.Status)
+				if got := awaitReadyz(t, c, 200); got != 200 {
+					t.Errorf("/readyz after outage: got %d, want 200", got)
 				}
 				r, err = c.PlaceOrder(it.ID, "after-outage", "")
 				if err != nil || r.Status != 201 {
@@ -99,8 +99,8 @@ func TestDatabaseOutageHandsBackReservation(t *testing.T) {
 	if took := time.Since(start); took > outageBound {
 		t.Errorf("order during outage took %v, want about a second", took)
 	}
-	if r := c.Must(t, "GET", "/readyz", nil, false, nil); r.Status != 503 {
-		t.Errorf("/readyz during outage: got %d, want 503", r.Status)
+	if got := awaitReadyz(t, c, 503); got != 503 {
+		t.Errorf("/readyz during outage: got %d, want 503", got)
 	}
 	ctx := context.Background()
 	taken, _ := rdb.HGet(ctx, gate, "taken").Result()
