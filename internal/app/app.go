@@ -57,13 +57,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		cfg.AdminToken = randomToken()
 	}
 	a = &App{cfg: cfg, log: log, metrics: metrics.New(handler.ErrorCode)}
+	built := a // "return nil, err" sets a to nil before this runs
 	defer func() {
 		if err != nil {
-			a.Close()
+			_ = built.Close()
 		}
 	}()
 	var desc string
-	if a.rdb, a.miniRDB, desc, err = openRedis(ctx, cfg.RedisURL, cfg.RedisTimeout); err != nil {
+	if a.rdb, a.miniRDB, desc, err = openRedis(ctx, cfg.RedisURL, cfg.RedisTimeout, log); err != nil {
 		return nil, err
 	}
 	a.backends = append(a.backends, desc)
