@@ -196,10 +196,15 @@ func (a *App) server(h http.Handler) *http.Server {
 	}
 }
 
-// Close releases the backends. It is safe on a partly built App.
+// Close releases the backends. It is safe on a partly built App. With the
+// embedded Redis, the lua-async writers first write every queued order
+// (within ShutdownTimeout): that queue closes with this process.
 func (a *App) Close() error {
 	var errs []error
 	if a.service != nil {
+		if a.miniRDB != nil {
+			a.drainEmbedded()
+		}
 		a.service.Close()
 	}
 	if a.rdb != nil {
@@ -214,6 +219,26 @@ func (a *App) Close() error {
 		a.miniRDB.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// drainEmbedded waits for the writers to empty the embedded Redis's
+// lua-async queues, and says what is lost when they cannot.
+func (a *App) drainEmbedded() {
+	timeout := a.cfg.ShutdownTimeout
+	if timeout == 0 {
+		timeout = 15 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	st, err := a.service.DrainQueues(ctx)
+	if err != nil {
+		a.log.Error("shutdown: lua-async orders still queued in the embedded Redis are lost with it; their buyers were answered 202",
+			"queued", st.Queued, "err", err)
+	}
+	if st.DeadLetters > 0 {
+		a.log.Error("shutdown: lua-async dead letters are lost with the embedded Redis; their orders stay unwritten",
+			"dead_letters", st.DeadLetters)
+	}
 }
 
 // addr is the configured listen address.

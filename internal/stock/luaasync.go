@@ -445,6 +445,28 @@ func (s *Service) Backlog(ctx context.Context) (AsyncStats, error) {
 	return total, nil
 }
 
+// DrainQueues waits until every lua-async queue is empty (each order
+// written, or recorded as failed) or ctx ends, and returns the backlog as
+// last read. A process whose Redis closes with it (the embedded one) calls
+// it before closing: no other writer can reach that queue, and it would
+// be lost.
+func (s *Service) DrainQueues(ctx context.Context) (AsyncStats, error) {
+	for {
+		st, err := s.Backlog(ctx)
+		if err == nil && st.Queued == 0 {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return st, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // DeadLetter is one entry of an item's dead-letter stream.
 type DeadLetter struct {
 	Entry  string // id in the dead-letter stream
