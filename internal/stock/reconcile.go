@@ -4,6 +4,7 @@ import (
 	_ "embed"
 
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
@@ -274,9 +275,24 @@ func (r *Reconciliation) checkDB() {
 	}
 }
 
-// applyRepair rewrites the gate if it is as the snapshot saw it.
-func (s *Service) applyRepair(ctx context.Context, r *Reconciliation, plan repairPlan) (bool, error) {
-	args := []any{plan.takenRaw, plan.buyersLen, plan.queuedLen, r.Stock, r.ExpectedTaken - r.Orphaned,
+// applyRepair rewrites the gate if it is as the snapshot saw it. It holds
+// the item's row lock and writes the stock read under it, not the
+// snapshot's: a stock change writes the gate under that lock too (see
+// SetStock), so a repair never puts back a stock changed meanwhile.
+func (s *Service) applyRepair(ctx context.Context, r *Reconciliation, plan repairPlan) (repaired bool, err error) {
+	err = s.store.withItemLocked(ctx, r.ItemID, func(tx *sql.Tx, _ int64) error {
+		var stock int64
+		if err := tx.QueryRowContext(ctx, "SELECT stock FROM items WHERE id = ?", r.ItemID).Scan(&stock); err != nil {
+			return dbError("read stock", err)
+		}
+		repaired, err = s.runRepair(ctx, r, plan, stock)
+		return err
+	})
+	return repaired, err
+}
+
+func (s *Service) runRepair(ctx context.Context, r *Reconciliation, plan repairPlan, stock int64) (bool, error) {
+	args := []any{plan.takenRaw, plan.buyersLen, plan.queuedLen, stock, r.ExpectedTaken - r.Orphaned,
 		len(plan.setBuyers), len(plan.removeBuyers)}
 	for u, o := range plan.setBuyers {
 		args = append(args, u, o)

@@ -130,3 +130,58 @@ func TestLoweringStockCountsTheQueueWhenTheGateIsMissing(t *testing.T) {
 		}
 	})
 }
+
+// A reconcile that repairs the gate while the stock changes must not write
+// back the stock it read before the change: after both, the gate holds the
+// database's stock.
+func TestReconcileDuringStockChangesKeepsTheGateEqualToTheDatabase(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{}, nil)
+		rdb := b.Redis(t)
+		it, err := s.CreateItem(ctx, NewItem{Name: "reconcile race", Stock: 100, Strategy: StrategyLua})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mismatches := 0
+		for i := 0; i < 200; i++ {
+			// Drift for the reconcile to repair: the gate lost its count.
+			if err := rdb.HSet(ctx, s.keys.meta(it.ID), "taken", 7).Err(); err != nil {
+				t.Fatal(err)
+			}
+			n := int64(100 + i%2*50)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-start
+				if _, _, err := s.SetStock(ctx, it.ID, n); err != nil {
+					t.Errorf("try %d: set stock %d: %v", i, n, err)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				<-start
+				if _, err := s.Reconcile(ctx, it.ID, true); err != nil {
+					t.Errorf("try %d: reconcile: %v", i, err)
+				}
+			}()
+			close(start)
+			wg.Wait()
+			db, err := s.store.Item(ctx, it.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := gateStock(t, rdb, s, it.ID); got != strconv.FormatInt(db.Stock, 10) {
+				mismatches++
+				if mismatches <= 5 {
+					t.Errorf("try %d: gate stock %q, database %d", i, got, db.Stock)
+				}
+			}
+		}
+		if mismatches > 0 {
+			t.Errorf("the gate and the database disagreed after %d of 200 reconciles racing a stock change", mismatches)
+		}
+	})
+}
