@@ -175,8 +175,10 @@ func knownStrategy(name string) bool {
 }
 
 // Close stops the sweeper and the lua-async writers (after their current
-// batch), finishes queued writes, waits for background work (hand-back
-// retries) and closes the subscriptions. It is safe to call more than once.
+// batch: what is still queued stays in Redis for other writers; a process
+// whose Redis closes with it calls DrainQueues first), finishes the lua
+// strategy's queued writes, waits for background work (hand-back retries)
+// and closes the subscriptions. It is safe to call more than once.
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		s.stopSweep()
