@@ -185,3 +185,37 @@ func TestReconcileDuringStockChangesKeepsTheGateEqualToTheDatabase(t *testing.T)
 		}
 	})
 }
+
+// A change the database refuses after the gate was written (here a trigger
+// refuses stock 999) leaves the gate as the database is: the failed change
+// sets the gate back from the database, under the row lock.
+func TestFailedStockChangeSetsTheGateBack(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{}, nil)
+		rdb := b.Redis(t)
+		it, err := s.CreateItem(ctx, NewItem{Name: "refused change", Stock: 100, Strategy: StrategyLua})
+		if err != nil {
+			t.Fatal(err)
+		}
+		trigger := "CREATE TRIGGER refuse_999 BEFORE UPDATE ON items FOR EACH ROW WHEN NEW.stock = 999 BEGIN SELECT RAISE(ABORT, 'stock 999 refused'); END"
+		if b.MySQLDSN != "" {
+			trigger = "CREATE TRIGGER refuse_999 BEFORE UPDATE ON items FOR EACH ROW BEGIN IF NEW.stock = 999 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'stock 999 refused'; END IF; END"
+		}
+		if _, err := s.store.sql.ExecContext(ctx, trigger); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.SetStock(ctx, it.ID, 999); err == nil {
+			t.Fatal("set stock 999: got no error, want the trigger's refusal")
+		}
+		if got := gateStock(t, rdb, s, it.ID); got != "100" {
+			t.Errorf("gate stock after the refused change: got %q, want 100 (the database's)", got)
+		}
+		if _, _, err := s.SetStock(ctx, it.ID, 120); err != nil {
+			t.Fatal(err)
+		}
+		if got := gateStock(t, rdb, s, it.ID); got != "120" {
+			t.Errorf("gate stock after the next change: got %q, want 120", got)
+		}
+	})
+}
