@@ -144,3 +144,36 @@ func TestCaseVariantIdempotencyKeys(t *testing.T) {
 		}
 	})
 }
+
+// A clash in the database is classified by the key that clashed, never by
+// searching the error text, which quotes the user id and key: a user whose
+// id names the other key still gets already_purchased, and a key naming the
+// user key still gets idempotency_conflict.
+func TestDuplicateKeyClassifiedByIndex(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		_, c := apptest.Start(t, b)
+		rdb := b.Redis(t)
+		for _, strategy := range []string{"lua", "lock"} {
+			t.Run(strategy, func(t *testing.T) {
+				it := c.CreateItem(t, 5, strategy)
+				tag := fmt.Sprintf("%s:{item:%d}", b.KeyPrefix, it.ID)
+				const user, key = "orders_item_idem", "orders_item_user:orders.user_id"
+				if r, _ := c.PlaceOrder(it.ID, user, key); r.Status != http.StatusCreated {
+					t.Fatalf("first order: got %d %s, want 201", r.Status, r.Body)
+				}
+				// Redis forgets, so the database's unique keys decide.
+				rdb.Del(context.Background(), tag+":buyers", tag+":idem:"+key)
+				if r, _ := c.PlaceOrder(it.ID, user, ""); r.Status != http.StatusConflict || r.ErrorCode() != "already_purchased" {
+					t.Errorf("same user again: got %d %s, want 409 already_purchased", r.Status, r.Body)
+				}
+				rdb.Del(context.Background(), tag+":buyers", tag+":idem:"+key)
+				if r, _ := c.PlaceOrder(it.ID, "orders.user_id", key); r.Status != http.StatusUnprocessableEntity || r.ErrorCode() != "idempotency_conflict" {
+					t.Errorf("another user, same key: got %d %s, want 422 idempotency_conflict", r.Status, r.Body)
+				}
+				if got := c.AdminItem(t, it.ID); got.Sold != 1 || got.Remaining != 4 {
+					t.Errorf("item: got sold %d remaining %d, want 1 and 4", got.Sold, got.Remaining)
+				}
+			})
+		}
+	})
+}
