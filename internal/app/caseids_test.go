@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,4 +177,14 @@ func TestDuplicateKeyClassifiedByIndex(t *testing.T) {
 			})
 		}
 	})
+}
+
+// stampedeUser is the user of the stampede's n-th attempt (n from 1): pairs
+// that differ only in case, "u00001" and "U00001", two users.
+func stampedeUser(n int64) string {
+	u := fmt.Sprintf("u%05d", (n+1)/2)
+	if n%2 == 0 {
+		u = strings.ToUpper(u)
+	}
+	return u
 }
