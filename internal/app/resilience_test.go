@@ -36,7 +36,7 @@ func stampede(t *testing.T, c *apptest.Client, itemID int64, users, workers int,
 				if n > int64(users/2) {
 					<-done
 				}
-				r, err := c.PlaceOrder(itemID, fmt.Sprintf("u%05d", n), "")
+				r, err := c.PlaceOrder(itemID, stampedeUser(n), "")
 				switch {
 				case err != nil:
 					t.Errorf("order: %v", err)
@@ -44,7 +44,7 @@ func stampede(t *testing.T, c *apptest.Client, itemID int64, users, workers int,
 					created.Add(1)
 				case r.Status == 409:
 				default:
-					t.Errorf("order by u%05d: got %d %s", n, r.Status, r.Body)
+					t.Errorf("order by %s: got %d %s", stampedeUser(n), r.Status, r.Body)
 				}
 			}
 		}()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -39,17 +40,100 @@ func (h *Handler) decodeOptional(c *gin.Context, dst any, optional bool) bool {
 	if r, ok := dst.(*placeOrderRequest); ok && fastOrderBody(body, r) {
 		return true
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		abort(c, http.StatusBadRequest, CodeInvalidRequest, jsonProblem(err))
-		return false
-	}
-	if dec.More() {
-		abort(c, http.StatusBadRequest, CodeInvalidRequest, "the body must hold exactly one JSON object")
+	if err := decodeStrict(body, dst); err != nil {
+		abort(c, http.StatusBadRequest, CodeInvalidRequest, err.Error())
 		return false
 	}
 	return true
+}
+
+// decodeStrict decodes one JSON object into dst, a pointer to a struct:
+// known fields only, spelled exactly as their json tags (encoding/json
+// would match "USER_ID" to user_id), each at most once (encoding/json would
+// keep the last), right types, and nothing after the object. Its error's
+// text is fit for the client.
+func decodeStrict(body []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return errors.New(jsonProblem(err))
+	}
+	if dec.More() {
+		return errors.New("the body must hold exactly one JSON object")
+	}
+	return checkMemberNames(body, jsonNames(reflect.TypeOf(dst).Elem()))
+}
+
+// checkMemberNames walks a valid JSON document's tokens and refuses a
+// member name that appears twice in one object, at any depth, and a name
+// of the top object that is not exactly one of fields.
+func checkMemberNames(body []byte, fields map[string]bool) error {
+	type object struct {
+		seen    map[string]bool
+		wantKey bool
+	}
+	var stack []*object // nil entries are arrays
+	valueDone := func() {
+		if n := len(stack); n > 0 && stack[n-1] != nil {
+			stack[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return errors.New("malformed JSON")
+		}
+		if n := len(stack); n > 0 && stack[n-1] != nil && stack[n-1].wantKey {
+			top := stack[n-1]
+			if name, ok := tok.(string); ok {
+				switch {
+				case top.seen[name]:
+					return fmt.Errorf("field %q appears more than once", name)
+				case n == 1 && !fields[name]:
+					return fmt.Errorf("unknown field %q (field names are case-sensitive)", name)
+				}
+				top.seen[name] = true
+				top.wantKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &object{seen: map[string]bool{}, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, nil)
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
+}
+
+// jsonNames lists the member names encoding/json uses for struct type t.
+func jsonNames(t reflect.Type) map[string]bool {
+	names := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		names[name] = true
+	}
+	return names
 }
 
 // jsonProblem says what was wrong with a body in words a client can act on.
@@ -86,12 +170,15 @@ func jsonKind(kind string) string {
 	return "of another type"
 }
 
-// pathID parses a positive integer path parameter.
+// pathID parses a positive integer path parameter in its one canonical
+// spelling: decimal digits, no sign, no leading zero, at most 2^63-1. "+1"
+// and "01" are refused rather than read as 1, so an item has one URL (and
+// one key in caches, logs and rate limits).
 func pathID(c *gin.Context) (int64, error) {
 	raw := c.Param("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, stock.Invalidf("item id must be a positive integer, got %q", raw)
+	if err != nil || id <= 0 || raw[0] < '1' || raw[0] > '9' {
+		return 0, stock.Invalidf("item id must be a positive integer in decimal digits with no sign or leading zero, got %q", raw)
 	}
 	return id, nil
 }

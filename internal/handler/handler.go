@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -135,6 +134,11 @@ func (h *Handler) newEngine() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
+	// Every route has one spelling: "/x/" and "/X" are no routes and get a
+	// JSON 404, never a redirect (which has no JSON body, and which a client
+	// may follow with a POST body).
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
 	// Client addresses are the peer's: no proxy is trusted to set
 	// X-Forwarded-For, so the per-IP limit cannot be dodged by a header.
 	_ = e.SetTrustedProxies(nil)
@@ -222,8 +226,7 @@ func (h *Handler) recover(c *gin.Context) {
 // requireAdmin checks the bearer token in constant time. Both sides are
 // hashed first so the comparison does not leak the token's length either.
 func (h *Handler) requireAdmin(c *gin.Context) {
-	auth := c.GetHeader("Authorization")
-	token, ok := strings.CutPrefix(auth, "Bearer ")
+	token, ok := bearerToken(c.GetHeader("Authorization"))
 	got := sha256.Sum256([]byte(token))
 	if !ok || token == "" || subtle.ConstantTimeCompare(got[:], h.adminHash[:]) != 1 {
 		c.Header("WWW-Authenticate", `Bearer realm="seckill-admin"`)

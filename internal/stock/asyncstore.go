@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // queued is one lua-async order as its item's stream holds it.
@@ -294,12 +292,6 @@ func (s *Store) failedOrder(ctx context.Context, id string) (*Order, error) {
 	o.Status = StatusFailed
 	o.CreatedAt, o.UpdatedAt = o.CreatedAt.UTC(), o.UpdatedAt.UTC()
 	return &o, nil
-}
-
-// isDupKey reports a unique-key violation of any key.
-func isDupKey(err error) bool {
-	var me *mysql.MySQLError
-	return (errors.As(err, &me) && me.Number == 1062) || strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
 func placeholders(n int) string {

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	sqlite "github.com/glebarez/go-sqlite"
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Store is the source of truth: items and orders in MySQL or SQLite.
@@ -287,21 +289,89 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// insertError turns a unique-key violation into the domain error it means.
+// insertError turns a unique-key violation into the domain error it means,
+// judged by which key clashed.
 func insertError(err error) error {
-	msg := err.Error()
-	var me *mysql.MySQLError
-	dup := (errors.As(err, &me) && me.Number == 1062) || strings.Contains(msg, "UNIQUE constraint failed")
-	if !dup {
-		return dbError("insert order", err)
-	}
-	switch {
-	case strings.Contains(msg, "orders_item_idem") || strings.Contains(msg, "orders.idempotency_key"):
+	switch index, _ := uniqueViolation(err); index {
+	case "orders_item_idem":
 		return ErrIdempotencyConflict
-	case strings.Contains(msg, "orders_item_user") || strings.Contains(msg, "orders.user_id"):
+	case "orders_item_user":
 		return ErrAlreadyPurchased
 	}
 	return dbError("insert order", err)
+}
+
+// isDupKey reports a unique-key violation of any key.
+func isDupKey(err error) bool {
+	_, ok := uniqueViolation(err)
+	return ok
+}
+
+// uniqueViolation reports whether err is a unique-key violation and names
+// the key, as the MySQL schema names it ("orders_item_user", "PRIMARY"; ""
+// when unknown). It goes by the driver's error code and the key's name,
+// never by searching the message: MySQL's quotes the clashing values, which
+// hold a user id and an Idempotency-Key.
+func uniqueViolation(err error) (index string, ok bool) {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		if me.Number != mysqlDupEntry {
+			return "", false
+		}
+		return mysqlDupIndex(me.Message), true
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return "PRIMARY", true
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+			return sqliteUniqueIndex[sqliteConstraintColumns(se.Error())], true
+		}
+	}
+	return "", false
+}
+
+// mysqlDupEntry is ER_DUP_ENTRY: "Duplicate entry '%s' for key '%s'".
+const mysqlDupEntry = 1062
+
+// mysqlDupIndex reads the key's name from ER_DUP_ENTRY's message. The name
+// is the message's last quoted part, after the entry, so the last
+// " for key '" is the server's even when the entry contains the words;
+// MySQL 8 writes it "table.index".
+func mysqlDupIndex(msg string) string {
+	i := strings.LastIndex(msg, " for key '")
+	if i < 0 {
+		return ""
+	}
+	name := strings.TrimSuffix(msg[i+len(" for key '"):], "'")
+	if _, after, found := strings.Cut(name, "."); found {
+		name = after
+	}
+	return name
+}
+
+// sqliteUniqueIndex names SQLite's UNIQUE constraints, which its messages
+// identify by their columns, as the MySQL schema names the same keys.
+var sqliteUniqueIndex = map[string]string{
+	"orders.item_id, orders.user_id":         "orders_item_user",
+	"orders.item_id, orders.idempotency_key": "orders_item_idem",
+}
+
+// sqliteConstraintColumns reads the columns from a UNIQUE violation's
+// message, "... UNIQUE constraint failed: t.a, t.b (2067)". SQLite builds
+// it from the schema alone; it holds no value.
+func sqliteConstraintColumns(msg string) string {
+	const marker = "UNIQUE constraint failed: "
+	i := strings.LastIndex(msg, marker)
+	if i < 0 {
+		return ""
+	}
+	cols := msg[i+len(marker):]
+	if j := strings.LastIndex(cols, " ("); j >= 0 {
+		cols = cols[:j]
+	}
+	return cols
 }
 
 // domainErrors are outcomes a transaction reports on purpose.

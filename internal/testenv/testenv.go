@@ -72,14 +72,41 @@ func Embedded(t testing.TB) Backend {
 
 // Real creates a fresh MariaDB database and a Redis key prefix, and removes
 // both when the test ends. It never flushes the shared Redis.
-func Real(t *testing.T) Backend {
+func Real(t testing.TB) Backend {
 	t.Helper()
-	unavailable := func(what string, err error) {
+	b, _ := openReal(t, func(what string, err error) {
+		t.Helper()
+		t.Skipf("%s unavailable (set CI=true to make this fail): %v", what, err)
+	})
+	return b
+}
+
+// All is every backend a test can have: the embedded pair, and the real
+// pair when its services answer. Outside CI a missing service is logged and
+// its pair left out, rather than skipping t (for fuzz targets, whose
+// embedded run should not be lost); under CI=true it fails t.
+func All(t testing.TB) []Backend {
+	t.Helper()
+	all := []Backend{Embedded(t)}
+	if b, ok := openReal(t, func(what string, err error) {
+		t.Helper()
+		t.Logf("%s unavailable, only the embedded backend is used (set CI=true to make this fail): %v", what, err)
+	}); ok {
+		all = append(all, b)
+	}
+	return all
+}
+
+// openReal is Real with what to do when a service is missing outside CI; ok is
+// false when unavailable returned.
+func openReal(t testing.TB, unavailable func(what string, err error)) (_ Backend, ok bool) {
+	t.Helper()
+	missing := func(what string, err error) {
 		t.Helper()
 		if InCI() {
 			t.Fatalf("CI=true but %s is unavailable: %v", what, err)
 		}
-		t.Skipf("%s unavailable (set CI=true to make this fail): %v", what, err)
+		unavailable(what, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -91,12 +118,14 @@ func Real(t *testing.T) Backend {
 	rdb := redis.NewClient(opt)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		unavailable("Redis at "+opt.Addr, err)
+		missing("Redis at "+opt.Addr, err)
+		return Backend{}, false
 	}
 	prefix := "seckilltest-" + Suffix()
 	t.Cleanup(func() {
 		defer rdb.Close()
 		DeleteKeys(t, rdb, prefix+":*")
+		DeleteKeys(t, rdb, "rate:"+prefix+":*") // the rate limiter's (redis_rate adds "rate:")
 	})
 
 	base, err := gomysql.ParseDSN(mysqlBase())
@@ -110,7 +139,8 @@ func Real(t *testing.T) Backend {
 	}
 	if err := admin.PingContext(ctx); err != nil {
 		_ = admin.Close()
-		unavailable("MariaDB at "+base.Addr, err)
+		missing("MariaDB at "+base.Addr, err)
+		return Backend{}, false
 	}
 	name := "seckill_t_" + Suffix()
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
@@ -125,11 +155,11 @@ func Real(t *testing.T) Backend {
 	dsn := *base
 	dsn.DBName = name
 	dsn.ParseTime = true
-	return Backend{Name: "mariadb", RedisURL: redisURL(), MySQLDSN: dsn.FormatDSN(), KeyPrefix: prefix}
+	return Backend{Name: "mariadb", RedisURL: redisURL(), MySQLDSN: dsn.FormatDSN(), KeyPrefix: prefix}, true
 }
 
 // DeleteKeys removes the keys matching pattern, and only those.
-func DeleteKeys(t *testing.T, rdb *redis.Client, pattern string) {
+func DeleteKeys(t testing.TB, rdb *redis.Client, pattern string) {
 	t.Helper()
 	ctx := context.Background()
 	iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()

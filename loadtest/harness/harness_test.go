@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,6 +30,16 @@ func TestPlanMixesNewUsersRepeatsAndReplays(t *testing.T) {
 	}
 	if len(users) != 4000 {
 		t.Errorf("%d distinct users, want the whole pool of 4000", len(users))
+	}
+	// Ids come in pairs that differ only in case, distinct users to the service.
+	pairs := 0
+	for u := range users {
+		if up := strings.ToUpper(u); up != u && users[up] {
+			pairs++
+		}
+	}
+	if pairs != 2000 {
+		t.Errorf("%d pairs of users differing only in case, want 2000", pairs)
 	}
 	if replays < 800 || replays > 1200 {
 		t.Errorf("%d replays for a 10%% share of 10000", replays)

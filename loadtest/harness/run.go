@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,10 +75,20 @@ func plan(cfg Config, itemID int64, strategy string, salt uint64) []Record {
 			u = users
 			users++
 		}
-		r.User = fmt.Sprintf("lt-%s-u%d", cfg.RunID, u)
-		r.Key = fmt.Sprintf("lt-%s-i%d-k%d", cfg.RunID, itemID, i)
+		r.User = caseVariant(fmt.Sprintf("lt-%s-u%d", cfg.RunID, u/2), u)
+		r.Key = caseVariant(fmt.Sprintf("lt-%s-i%d-k%d", cfg.RunID, itemID, i/2), i)
 	}
 	return recs
+}
+
+// caseVariant is base for even n and base in upper case for odd n: user
+// ids and keys come in pairs that differ only in case, which the service
+// must treat as distinct (they are byte-exact on every backend).
+func caseVariant(base string, n int) string {
+	if n%2 == 1 {
+		return strings.ToUpper(base)
+	}
+	return base
 }
 
 type counters struct {

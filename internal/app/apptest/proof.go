@@ -3,6 +3,7 @@ package apptest
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,11 +29,28 @@ type attempt struct {
 	err       error
 }
 
+// ProofUser is the user id and Idempotency-Key ("": none) of user u of a
+// proof. Users come in pairs that differ only in letter case ("user-0003"
+// and "USER-0003"), two distinct users on every backend, since ids and keys
+// are byte-exact; every other pair sends keys, which then differ only in
+// case too ("key-user-0003", "KEY-USER-0003").
+func ProofUser(u int) (user, key string) {
+	user = fmt.Sprintf("user-%04d", u/2)
+	if (u/2)%2 == 0 {
+		key = "key-" + user
+	}
+	if u%2 == 1 {
+		user, key = strings.ToUpper(user), strings.ToUpper(key)
+	}
+	return user, key
+}
+
 // Proof fires 2*Users concurrent order attempts at one item of stock Stock
 // and checks every promise: exactly min(Stock, Users) orders from distinct
 // users, sold and remaining right, every 201 id in the database, and
-// idempotent replays answered with the same id. Even users replay their
-// first request with the same Idempotency-Key; odd users simply try twice.
+// idempotent replays answered with the same id. Users with a key (see
+// ProofUser) replay their first request with it; the others simply try
+// twice.
 func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec) {
 	t.Helper()
 	it := c.CreateItem(t, spec.Stock, strategy)
@@ -42,13 +60,8 @@ func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec
 
 	attempts := make([]attempt, 0, 2*spec.Users)
 	for u := 0; u < spec.Users; u++ {
-		user := fmt.Sprintf("user-%04d", u)
-		if u%2 == 0 {
-			key := "key-" + user
-			attempts = append(attempts, attempt{user: user, key: key}, attempt{user: user, key: key})
-		} else {
-			attempts = append(attempts, attempt{user: user}, attempt{user: user})
-		}
+		user, key := ProofUser(u)
+		attempts = append(attempts, attempt{user: user, key: key}, attempt{user: user, key: key})
 	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -105,16 +118,20 @@ func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec
 	}
 	// Replays: for a user whose key was used twice, either both answers are
 	// the same order or neither is an order.
-	for u := 0; u < spec.Users; u += 2 {
-		user := fmt.Sprintf("user-%04d", u)
+	for u := 0; u < spec.Users; u++ {
+		user, key := ProofUser(u)
+		if key == "" {
+			continue
+		}
 		if n := len(byUser[user]); n == 1 {
 			t.Errorf("user %s replayed its key and got one order and one refusal %q; want the same order twice", user, answers[user])
 		}
 	}
 
 	// Accepted (202) orders must all be written: wait for the writers.
+	drained := time.Now().Add(30 * time.Second) // one deadline for all of them
 	for id := range created {
-		if o := c.AwaitOrder(t, id, 30*time.Second); o.Status != "created" {
+		if o := c.AwaitOrder(t, id, time.Until(drained)); o.Status != "created" {
 			t.Errorf("order %s: status %q after the drain, want created", id, o.Status)
 		}
 	}
@@ -141,6 +158,13 @@ func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec
 	for id, user := range created {
 		if !inDB[id] {
 			t.Errorf("order %s answered 201 to %s is not in the database", id, user)
+		}
+	}
+	// "already purchased" is true of the user it is said to: its own other
+	// attempt bought (not a user whose id differs only in case).
+	for _, a := range attempts {
+		if a.code == "already_purchased" && !users[a.user] {
+			t.Errorf("%s was answered already_purchased but holds no order", a.user)
 		}
 	}
 	got := c.AdminItem(t, it.ID)
