@@ -200,7 +200,7 @@ type backends struct {
 	redisURL  string
 	dsn       string
 	prefix    string
-	claimIdle string // SECKILL_CLAIM_IDLE; "" = 1s
+	claimIdle string // SECKILL_CLAIM_IDLE; "" = 5s
 }
 
 func realBackends(b testenv.Backend) backends {
@@ -208,7 +208,7 @@ func realBackends(b testenv.Backend) backends {
 }
 
 // env is the configuration every process of a test gets: the shared
-// backends, the test admin token, a short claim idle time (the floor, 1s,
+// backends, the test admin token, a short claim idle time (the floor, 5s,
 // unless the test sets one), no per-user rate limit (the load reuses users on purpose), plus
 // extra.
 func (be backends) env(extra map[string]string) map[string]string {
@@ -217,7 +217,7 @@ func (be backends) env(extra map[string]string) map[string]string {
 		"SECKILL_MYSQL_DSN":        be.dsn,
 		"SECKILL_KEY_PREFIX":       be.prefix,
 		"SECKILL_ADMIN_TOKEN":      apptest.Token,
-		"SECKILL_CLAIM_IDLE":       "1s",
+		"SECKILL_CLAIM_IDLE":       "5s",
 		"SECKILL_RATE_USER":        "0",
 		"SECKILL_LOG_FORMAT":       "json",
 		"SECKILL_LOG_LEVEL":        "info",

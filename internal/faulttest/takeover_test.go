@@ -26,15 +26,15 @@ const (
 // A process holding a batch of acknowledged lua-async orders in a
 // transaction stalled on the database (the item row is locked) keeps
 // them while another process runs beside it for longer than the lease and
-// ClaimIdle (1 s here): nothing is stolen or delivered twice. Then it is
+// ClaimIdle (at the 5 s floor): nothing is stolen or delivered twice. Then it is
 // killed with SIGKILL, and the survivor has every acknowledged order in
 // the database within seconds, not after ClaimIdle. Before the leases the
 // survivor waited the whole ClaimIdle (30 s by default); and with a small
 // ClaimIdle it stole the stalled writer's entries.
 func TestKilledWriterTakenOverInSeconds(t *testing.T) {
-	// 30s is the default: recovery must not wait for it. 1s is the floor:
+	// 30s is the default: recovery must not wait for it. 5s is the floor:
 	// a stall longer than it must not let a survivor steal the batch.
-	for _, claimIdle := range []string{"30s", "1s"} {
+	for _, claimIdle := range []string{"30s", "5s"} {
 		for _, victim := range []string{"worker", "service"} {
 			t.Run(victim+"/claim-idle-"+claimIdle, func(t *testing.T) { killHolder(t, victim, claimIdle) })
 		}
@@ -87,7 +87,7 @@ func killHolder(t *testing.T, victimKind, claimIdle string) {
 		w := startWorker(t, "survivor-worker", be, nil, true)
 		survivor, survivorMetrics = w.proc, "http://"+w.admin+"/metrics"
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(max(3*time.Second, claimIdleOf(t, claimIdle)+time.Second))
 	owners, maxDeliveries := pendingOwners(t, rdb, k)
 	for o, n := range owners {
 		if !strings.HasPrefix(o, victimPrefix) {
@@ -223,4 +223,16 @@ func pendingOwners(t *testing.T, rdb *redis.Client, k keys) (map[string]int, int
 		most = max(most, p.RetryCount)
 	}
 	return owners, most
+}
+
+func claimIdleOf(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d >= 30*time.Second {
+		return 0 // the default: the stall is shorter, recovery must not wait for it
+	}
+	return d
 }

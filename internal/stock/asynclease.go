@@ -132,7 +132,7 @@ func (w *asyncWriters) renewing(consumer string, itemID int64) (stop func()) {
 				return
 			case <-t.C:
 			}
-			w.renew(consumer, itemID, every)
+			w.renew(consumer, itemID, max(w.cfg.ClaimIdle/2, 100*time.Millisecond))
 		}
 	}()
 	return func() {
@@ -144,7 +144,7 @@ func (w *asyncWriters) renewing(consumer string, itemID int64) (stop func()) {
 // renew resets the idle time of the entries consumer still owns on the
 // item's stream (renew.lua), within timeout.
 func (w *asyncWriters) renew(consumer string, itemID int64, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, 50*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := renewScript.Run(ctx, w.rdb, []string{w.keys.stream(itemID)}, asyncGroup, consumer, w.cfg.Batch).Err()
 	if err != nil && !errors.Is(err, redis.Nil) && !isNoGroup(err) {

@@ -186,8 +186,8 @@ func TestRenewKeepsCountAndOwnership(t *testing.T) {
 	})
 }
 
-// A database stall longer than the lease and than ClaimIdle (at its floor,
-// 1 s), with two writer processes: the writer holding the batch keeps its
+// A database stall longer than the lease and than ClaimIdle (2 s, below
+// the 5 s floor SECKILL_CLAIM_IDLE allows), with two writer processes: the writer holding the batch keeps its
 // lease and renews its claim while the transaction waits, so no entry is
 // stolen, none bounces between writers, nothing is dead-lettered, and all
 // is written once the stall ends. Before, the claim was renewed only
@@ -201,7 +201,7 @@ func TestDatabaseStallStealsNothing(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i := 0; i < 2; i++ {
 		s, err := NewService(store, b.Redis(t), Config{KeyPrefix: b.KeyPrefix, Logger: quiet,
-			Async: AsyncConfig{Writers: 2, ClaimIdle: time.Second}})
+			Async: AsyncConfig{Writers: 2, ClaimIdle: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
