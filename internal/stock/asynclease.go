@@ -308,3 +308,31 @@ func parseTakeover(res []any) (map[string]int64, []redis.XMessage, error) {
 	}
 	return counts, msgs, nil
 }
+
+// forgetIdleConsumers removes from the item's group the consumers of other
+// processes that own nothing, have no lease and have been idle for a
+// lease: every process start adds consumers, and a process that ends
+// without holding anything leaves them behind. takeover.lua removes a
+// consumer only if it still owns nothing, in the same step.
+func (w *asyncWriters) forgetIdleConsumers(taker string, itemID int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	infos, err := w.rdb.XInfoConsumers(ctx, w.keys.stream(itemID), asyncGroup).Result()
+	if err != nil {
+		return // no stream or group yet, or Redis out: the next round tries again
+	}
+	for _, c := range infos {
+		// Idle is negative when unknown (miniredis, for a consumer that
+		// never read): no sign of life either.
+		if c.Pending > 0 || (c.Idle >= 0 && c.Idle < w.cfg.Lease) || w.isMine(c.Name) {
+			continue
+		}
+		if n, err := w.rdb.Exists(ctx, w.keys.writerLease(c.Name)).Result(); err != nil || n > 0 {
+			continue
+		}
+		if err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.stream(itemID)}, asyncGroup, c.Name, taker,
+			w.cfg.Lease.Milliseconds(), w.cfg.Batch).Err(); err != nil {
+			return
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -270,4 +271,54 @@ func stallWatch(t *testing.T, rdb *redis.Client, stream string, d time.Duration)
 		}
 	}
 	return maxCount, owners
+}
+
+// Consumers that processes left behind owning nothing (every start adds
+// some) are removed from the group once their lease is gone; a live
+// process's are kept.
+func TestIdleConsumersOfGoneProcessesForgotten(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		store := NewStore(b.DB(t))
+		api := asyncService(t, b, store, 0, 0, 0)
+		it := createAsyncItem(t, api, 10)
+		rdb := b.Redis(t)
+		stream := api.keys.stream(it.ID)
+		if err := rdb.XGroupCreateMkStream(ctx, stream, asyncGroup, "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []string{"gone-1-aa-w0", "gone-1-aa-claim"} {
+			if err := rdb.XGroupCreateConsumer(ctx, stream, asyncGroup, c).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		live := asyncService(t, b, store, 1, 400*time.Millisecond, 0)
+		ids := placeAsync(t, api, it.ID, "u", 3)
+		awaitWritten(t, api, ids, 10*time.Second)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			infos, err := rdb.XInfoConsumers(ctx, stream, asyncGroup).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gone, mine []string
+			for _, c := range infos {
+				if strings.HasPrefix(c.Name, "gone-") {
+					gone = append(gone, c.Name)
+				} else if strings.HasPrefix(c.Name, live.writers.name) {
+					mine = append(mine, c.Name)
+				}
+			}
+			if len(gone) == 0 {
+				if len(mine) == 0 {
+					t.Errorf("the live process's consumers were removed too: %+v", infos)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("consumers of a gone process still in the group after 10s: %v", gone)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }

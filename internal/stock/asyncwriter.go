@@ -506,6 +506,7 @@ func (w *asyncWriters) claimer(consumer string) {
 				return
 			}
 			w.claimStream(consumer, id)
+			w.forgetIdleConsumers(consumer, id)
 		}
 	}
 }
