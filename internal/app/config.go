@@ -78,9 +78,11 @@ type Config struct {
 	// WriterBatch is the most queued orders a writer persists in one
 	// transaction (SECKILL_WRITER_BATCH). Default 500, at most 5000.
 	WriterBatch int
-	// ClaimIdle is how long a queued order may sit with a writer that
-	// does not finish it before another writer claims it
-	// (SECKILL_CLAIM_IDLE). Default 30s.
+	// ClaimIdle is how long a queued order may sit with a live writer that
+	// stopped renewing its claim before another writer claims it
+	// (SECKILL_CLAIM_IDLE): the backstop; a crashed writer's orders are
+	// taken over through its lease within about a second. Default 30s, at
+	// least 5s.
 	ClaimIdle time.Duration
 	// MaxDeliveries is how many times a queued order is delivered to
 	// writers before it goes to the dead-letter stream
@@ -163,7 +165,7 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_PPROF", flag: "pprof", help: "serve /debug/pprof/ on the admin listener (needs SECKILL_ADMIN_ADDR)", boolean: &c.Pprof, def: "false"},
 		{env: "SECKILL_WRITERS", flag: "writers", help: "lua-async writers in this process; 0 = leave writing to seckill worker", integer: &c.Writers, def: "2"},
 		{env: "SECKILL_WRITER_BATCH", flag: "writer-batch", help: "most queued orders a writer persists in one transaction", integer: &c.WriterBatch, def: "500"},
-		{env: "SECKILL_CLAIM_IDLE", flag: "claim-idle", help: "how long a queued order may sit with a silent writer before another claims it", dur: &c.ClaimIdle, def: "30s"},
+		{env: "SECKILL_CLAIM_IDLE", flag: "claim-idle", help: "backstop: how long a queued order may sit with a live writer that stopped renewing its claim before another claims it (at least 5s; a crashed writer is taken over through its lease)", dur: &c.ClaimIdle, def: "30s"},
 		{env: "SECKILL_ASYNC_DURABILITY", flag: "async-durability", help: "what a lua-async 202 waits for: memory, or fsync (needs Redis with appendonly yes and appendfsync always)", str: &c.AsyncDurability, def: "memory"},
 		{env: "SECKILL_TEST_CRASH_AFTER_COMMIT", flag: "test-crash-after-commit", help: "fault injection for tests: SIGKILL this process after its n-th lua-async batch commits, before XACK; 0 = never", integer: &c.CrashAfterCommit, def: "0"},
 		{env: "SECKILL_MAX_DELIVERIES", flag: "max-deliveries", help: "deliveries of a queued order before it goes to the dead-letter stream", integer: &c.MaxDeliveries, def: "5"},
@@ -217,6 +219,12 @@ func ParseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (C
 	return c, errors.Join(problems...)
 }
 
+// minClaimIdle is the smallest SECKILL_CLAIM_IDLE: a writer renews its
+// claim every quarter of it, so only a writer that could not reach Redis
+// for seconds on end can lose its entries to the backstop, even on a busy
+// machine.
+const minClaimIdle = 5 * time.Second
+
 // Validate checks the values against each other.
 func (c *Config) Validate() error {
 	var problems []error
@@ -257,8 +265,11 @@ func (c *Config) Validate() error {
 	if c.MaxDeliveries < 0 || c.MaxDeliveries > 1000 {
 		problems = append(problems, fmt.Errorf("SECKILL_MAX_DELIVERIES=%d: want 1 to 1000 (0 = the default 5)", c.MaxDeliveries))
 	}
-	if c.ClaimIdle != 0 && c.ClaimIdle < 100*time.Millisecond {
-		problems = append(problems, fmt.Errorf("SECKILL_CLAIM_IDLE=%s: at least 100ms (a live writer must be able to renew its claim)", c.ClaimIdle))
+	if c.ClaimIdle != 0 && c.ClaimIdle < minClaimIdle {
+		problems = append(problems, fmt.Errorf("SECKILL_CLAIM_IDLE=%s: at least %s (0 = the default 30s). It is only the backstop "+
+			"that takes over orders a live writer stopped renewing (renewed every quarter of it); a crashed writer's orders are "+
+			"taken over through its one-second lease whatever this is, so a smaller value would only risk orders bouncing "+
+			"between writers during a database stall", c.ClaimIdle, minClaimIdle))
 	}
 	if c.LockWait < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 || c.ClaimIdle < 0 {
 		problems = append(problems, errors.New("durations must not be negative"))

@@ -1,7 +1,9 @@
 // Package faulttest holds fault tests that run the real seckill binary as
 // separate processes against a real MariaDB and Redis, and break things the
 // way production does: a writer killed with SIGKILL between its database
-// COMMIT and its XACK, the whole service killed mid-sale and restarted, the
+// COMMIT and its XACK, a writer killed while its batch waits on a stalled
+// database (a survivor must not steal it before, and must write it within
+// seconds after), the whole service killed mid-sale and restarted, the
 // database unreachable for seconds under load, and Redis losing every key.
 // After each fault the tests drain the lua-async queue and check the
 // promises against the database: every acknowledged order is written once,

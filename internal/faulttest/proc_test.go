@@ -197,9 +197,10 @@ func freeAddr(t *testing.T) string {
 
 // backends is what the processes of one test share.
 type backends struct {
-	redisURL string
-	dsn      string
-	prefix   string
+	redisURL  string
+	dsn       string
+	prefix    string
+	claimIdle string // SECKILL_CLAIM_IDLE; "" = 5s
 }
 
 func realBackends(b testenv.Backend) backends {
@@ -207,8 +208,8 @@ func realBackends(b testenv.Backend) backends {
 }
 
 // env is the configuration every process of a test gets: the shared
-// backends, the test admin token, a short claim idle time so recovery is
-// quick, no per-user rate limit (the load reuses users on purpose), plus
+// backends, the test admin token, a short claim idle time (the floor, 5s,
+// unless the test sets one), no per-user rate limit (the load reuses users on purpose), plus
 // extra.
 func (be backends) env(extra map[string]string) map[string]string {
 	env := map[string]string{
@@ -216,11 +217,14 @@ func (be backends) env(extra map[string]string) map[string]string {
 		"SECKILL_MYSQL_DSN":        be.dsn,
 		"SECKILL_KEY_PREFIX":       be.prefix,
 		"SECKILL_ADMIN_TOKEN":      apptest.Token,
-		"SECKILL_CLAIM_IDLE":       "1s",
+		"SECKILL_CLAIM_IDLE":       "5s",
 		"SECKILL_RATE_USER":        "0",
 		"SECKILL_LOG_FORMAT":       "json",
 		"SECKILL_LOG_LEVEL":        "info",
 		"SECKILL_SHUTDOWN_TIMEOUT": "2s",
+	}
+	if be.claimIdle != "" {
+		env["SECKILL_CLAIM_IDLE"] = be.claimIdle
 	}
 	for k, v := range extra {
 		env[k] = v

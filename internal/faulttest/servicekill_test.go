@@ -88,12 +88,14 @@ func killDuringLoad(t *testing.T, services int, withWorker bool) {
 
 // logPersisted logs what a process's writers did: the orders they wrote,
 // found already written (redeliveries of a killed writer's entries) or
-// recorded as failed, and how often they claimed a stopped writer's entries.
+// recorded as failed, and how often they took over a stopped writer's
+// entries (through its lease, or after ClaimIdle).
 func logPersisted(t *testing.T, name, metricsURL string, p *proc) {
 	t.Helper()
-	t.Logf("%s: written %v, already %v, failed %v; claimed a stopped writer's entries %d times", name,
+	t.Logf("%s: written %v, already %v, failed %v; took over a dead writer's entries %d times (lease), claimed idle ones %d times (ClaimIdle)", name,
 		metric(t, metricsURL, `seckill_async_orders_persisted_total{outcome="written"}`),
 		metric(t, metricsURL, `seckill_async_orders_persisted_total{outcome="already"}`),
 		metric(t, metricsURL, `seckill_async_orders_persisted_total{outcome="failed"}`),
+		p.out.count("took over the entries of a writer whose lease is gone"),
 		p.out.count("claimed entries of a writer that stopped"))
 }

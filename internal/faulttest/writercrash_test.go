@@ -14,7 +14,7 @@ import (
 
 // A worker killed with SIGKILL between a batch's COMMIT and its XACK: the
 // database has the batch, the stream still has it pending. A fresh worker
-// claims it after ClaimIdle and finds it done, so every order is written
+// takes it over (the dead one's lease is gone) and finds it done, so every order is written
 // exactly once and the queue drains.
 func TestWriterKilledBetweenCommitAndAck(t *testing.T) {
 	const orders, batch = 300, 100

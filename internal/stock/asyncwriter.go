@@ -28,10 +28,15 @@ type AsyncConfig struct {
 	// Block is how long a writer's XREADGROUP waits for entries. Default 200ms.
 	Block time.Duration
 	// ClaimIdle is how long an entry may sit delivered but unacknowledged
-	// before another writer claims it (XAUTOCLAIM): its writer is presumed
-	// dead. A live writer that is still retrying renews its entries well
-	// before. Default 30s.
+	// before another writer claims it (XAUTOCLAIM), whatever its writer's
+	// lease says: the slow backstop. A writer renews its entries every
+	// quarter of ClaimIdle while it works on them. Default 30s.
 	ClaimIdle time.Duration
+	// Lease is how long a writer's liveness lease lives without renewal
+	// (a heartbeat renews it four times as often). Entries of a writer
+	// whose lease is gone are taken over at once: this, not ClaimIdle,
+	// bounds recovery after a crash. Default 1s.
+	Lease time.Duration
 	// MaxDeliveries is how many deliveries an entry gets before it goes to
 	// the dead-letter stream. Default 5.
 	MaxDeliveries int
@@ -78,6 +83,9 @@ func (c *AsyncConfig) withDefaults() {
 	if c.ClaimIdle <= 0 {
 		c.ClaimIdle = 30 * time.Second
 	}
+	if c.Lease <= 0 {
+		c.Lease = defaultLease
+	}
 	if c.MaxDeliveries <= 0 {
 		c.MaxDeliveries = 5
 	}
@@ -95,8 +103,8 @@ func (c *AsyncConfig) withDefaults() {
 // asyncWriters persist the orders lua-async queues in Redis streams, one
 // stream per item, through one consumer group. Each entry is acknowledged
 // (and deleted) only after its transaction committed, so a writer that dies
-// loses nothing: its entries stay pending and another writer claims them
-// after ClaimIdle. Writing is idempotent, so an entry written twice (a
+// loses nothing: its entries stay pending and another writer takes them over
+// once the dead one's lease is gone (see asynclease.go). Writing is idempotent, so an entry written twice (a
 // writer that died between COMMIT and XACK) is done, not doubled.
 type asyncWriters struct {
 	cfg   AsyncConfig
@@ -116,20 +124,29 @@ type asyncWriters struct {
 	stop chan struct{}
 	once sync.Once
 	wg   sync.WaitGroup
+
+	hbStop chan struct{} // stops the heartbeat, after the writers
+	hbWG   sync.WaitGroup
 }
 
 func newAsyncWriters(cfg AsyncConfig, store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *asyncWriters {
 	host, _ := os.Hostname()
 	return &asyncWriters{cfg: cfg, store: store, rdb: rdb, keys: keys, log: log,
 		name:    fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3)),
-		grouped: map[int64]bool{}, stop: make(chan struct{})}
+		grouped: map[int64]bool{}, stop: make(chan struct{}), hbStop: make(chan struct{})}
 }
 
-// start runs cfg.Writers writers and one claimer.
+// start runs cfg.Writers writers, one claimer and the heartbeat of their
+// leases; the leases are set before any of them reads.
 func (w *asyncWriters) start() {
 	if w.cfg.Writers <= 0 {
 		return
 	}
+	if err := w.beat(); err != nil {
+		w.log.Warn("lua-async writers: cannot set the liveness leases yet; retrying", "err", err)
+	}
+	w.hbWG.Add(1)
+	go w.heartbeat()
 	for i := 0; i < w.cfg.Writers; i++ {
 		w.wg.Add(1)
 		go w.writer(fmt.Sprintf("%s-w%d", w.name, i))
@@ -138,10 +155,19 @@ func (w *asyncWriters) start() {
 	go w.claimer(w.name + "-claim")
 }
 
-// close stops the writers after their current batch and waits for them.
-// Entries they had not acknowledged stay pending for another writer.
+// close stops the writers after their current batch and waits for them,
+// then drops their leases: entries they had not acknowledged are taken
+// over by another process's writers at once.
 func (w *asyncWriters) close() {
-	w.once.Do(func() { close(w.stop) })
+	w.once.Do(func() {
+		close(w.stop)
+		w.wg.Wait()
+		if w.cfg.Writers > 0 {
+			close(w.hbStop)
+			w.hbWG.Wait()
+			w.dropLeases()
+		}
+	})
 	w.wg.Wait()
 }
 
@@ -298,6 +324,9 @@ func (w *asyncWriters) handle(consumer string, itemID int64, msgs []redis.XMessa
 	if len(bad) > 0 {
 		w.deadLetter(itemID, bad, "malformed entry")
 	}
+	// The claim is renewed for as long as the batch is in flight: a
+	// transaction stalled on the database must not let it lapse.
+	defer w.renewing(consumer, itemID)()
 	// A batch carries one queue epoch (entries of two gates can meet only
 	// when a claimed batch straddles a rebuild).
 	for len(batch) > 0 {
@@ -312,12 +341,11 @@ func (w *asyncWriters) handle(consumer string, itemID int64, msgs []redis.XMessa
 
 // persist writes a batch, retrying with backoff while the database is out.
 // A batch that fails for another reason is split, and an entry that keeps
-// failing on its own goes to the dead-letter stream. While it retries it
-// renews its claim on the entries, so no other writer takes them over.
+// failing on its own goes to the dead-letter stream. Its caller (handle)
+// renews the claim meanwhile, so no other writer takes the entries over.
 func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 	wait := newBackoff()
 	failures := 0
-	renewed := time.Now()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		start := time.Now()
@@ -373,31 +401,9 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 		if failures <= 1 && (wait.n == 0 || wait.every(10*time.Second)) {
 			w.log.Warn("lua-async writers: batch not persisted; retrying", "item", itemID, "orders", len(batch), "outage", outage, "err", err)
 		}
-		// Sleep no longer than a third of ClaimIdle at a time, so the claim
-		// is renewed before another writer may take the entries over.
-		if !w.sleep(min(wait.next(), w.cfg.ClaimIdle/3)) {
+		if !w.sleep(wait.next()) {
 			return // stopping: the entries stay pending for another writer
 		}
-		if time.Since(renewed) >= w.cfg.ClaimIdle/3 {
-			w.renew(consumer, itemID, batch)
-			renewed = time.Now()
-		}
-	}
-}
-
-// renew resets the idle time of entries this writer is still working on
-// (XCLAIM JUSTID to itself does not count as a delivery).
-func (w *asyncWriters) renew(consumer string, itemID int64, batch []*queued) {
-	ids := make([]string, len(batch))
-	for i, q := range batch {
-		ids[i] = q.entry
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	err := w.rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: w.keys.stream(itemID), Group: asyncGroup,
-		Consumer: consumer, Messages: ids}).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		w.log.Warn("lua-async writers: cannot renew claim", "item", itemID, "err", err)
 	}
 }
 
@@ -476,18 +482,31 @@ func (w *asyncWriters) deadLetter(itemID int64, msgs []redis.XMessage, reason st
 	}
 }
 
-// claimer takes over entries whose writer died: every half ClaimIdle it
-// claims, per stream, the entries idle longer than ClaimIdle (XAUTOCLAIM).
-// An entry delivered more than MaxDeliveries times goes to the dead-letter
-// stream; the others are persisted by the claimer itself.
+// claimer takes over entries whose writer died. Four times per lease it
+// takes over, per stream, the entries of consumers whose lease is gone; every
+// half ClaimIdle it also claims whatever has been idle longer than ClaimIdle
+// (XAUTOCLAIM), the backstop. An entry delivered more than MaxDeliveries
+// times goes to the dead-letter stream; the others are persisted by the
+// claimer itself.
 func (w *asyncWriters) claimer(consumer string) {
 	defer w.wg.Done()
-	for w.sleep(max(w.cfg.ClaimIdle/2, 50*time.Millisecond)) {
-		for _, id := range w.active(context.Background()) {
+	backstop := time.Now()
+	for w.sleep(w.cfg.Lease / 4) {
+		items := w.active(context.Background())
+		if len(items) == 0 {
+			continue
+		}
+		w.takeOverDead(consumer, items)
+		if time.Since(backstop) < max(w.cfg.ClaimIdle/2, 50*time.Millisecond) {
+			continue
+		}
+		backstop = time.Now()
+		for _, id := range items {
 			if w.stopped() {
 				return
 			}
 			w.claimStream(consumer, id)
+			w.forgetIdleConsumers(consumer, id)
 		}
 	}
 }

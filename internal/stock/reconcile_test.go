@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,37 +167,47 @@ func TestReconcileReportsAndRepairs(t *testing.T) {
 
 // A repair never undoes what orders do meanwhile: reconciling in a loop
 // during a stampede on a damaged gate ends with every admitted order
-// written, no oversell and no drift.
+// written, no oversell and no drift. The load runs in two halves, each on a
+// freshly damaged gate, and the second half (and the end) waits until the
+// reconcile loop has repaired the damage: a repair happens between orders
+// every time, however busy the machine (it used to be left to chance, and
+// on a loaded machine the load could end before any repair went through).
+// The exact race, orders landing between a repair's snapshot and its
+// write, is driven step by step in TestRepairRefusedWhenOrdersMoveTheGate.
 func TestReconcileDuringLoad(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		store := NewStore(b.DB(t))
 		s := asyncService(t, b, store, 2, time.Second, 0)
 		it := createAsyncItem(t, s, 100)
+		rdb := b.Redis(t)
 		// Damage: the gate thinks 30 units are gone.
-		b.Redis(t).HSet(ctx, s.keys.meta(it.ID), "taken", 30)
+		rdb.HIncrBy(ctx, s.keys.meta(it.ID), "taken", 30)
 
 		var mu sync.Mutex
 		var admitted []string
-		var wg sync.WaitGroup
-		stop := make(chan struct{})
-		for w := 0; w < 8; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 40; i++ {
-					o, _, err := s.PlaceOrder(ctx, OrderRequest{ItemID: it.ID, UserID: fmt.Sprintf("u%d-%d", w, i)})
-					if err == nil {
-						mu.Lock()
-						admitted = append(admitted, o.ID)
-						mu.Unlock()
-					} else if !errors.Is(err, ErrSoldOut) {
-						t.Errorf("order: %v", err)
+		load := func(half int) {
+			var wg sync.WaitGroup
+			for w := 0; w < 8; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 20; i++ {
+						o, _, err := s.PlaceOrder(ctx, OrderRequest{ItemID: it.ID, UserID: fmt.Sprintf("u%d-%d-%d", half, w, i)})
+						if err == nil {
+							mu.Lock()
+							admitted = append(admitted, o.ID)
+							mu.Unlock()
+						} else if !errors.Is(err, ErrSoldOut) {
+							t.Errorf("order: %v", err)
+						}
 					}
-				}
-			}()
+				}()
+			}
+			wg.Wait()
 		}
-		repairs := 0
+		var repairs atomic.Int64
+		stop := make(chan struct{})
 		var rwg sync.WaitGroup
 		rwg.Add(1)
 		go func() {
@@ -211,16 +222,36 @@ func TestReconcileDuringLoad(t *testing.T) {
 					t.Errorf("reconcile: %v", err)
 					return
 				} else if r.Repaired {
-					repairs++
+					repairs.Add(1)
 				}
 			}
 		}()
-		wg.Wait()
-		close(stop)
-		rwg.Wait()
-		if repairs == 0 {
-			t.Error("no repair happened during the load")
+		// awaitRepairs waits (the load paused) until the loop has repaired
+		// n times: with orders paused the queue drains and a repair goes
+		// through.
+		awaitRepairs := func(n int64) {
+			t.Helper()
+			deadline := time.Now().Add(30 * time.Second)
+			for repairs.Load() < n {
+				if time.Now().After(deadline) {
+					t.Fatalf("no repair within 30s of the load pausing (%d of %d)", repairs.Load(), n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
+		stopLoop := sync.OnceFunc(func() {
+			close(stop)
+			rwg.Wait()
+		})
+		defer stopLoop()
+		load(0)
+		awaitRepairs(1)
+		// Damage again, and the second half runs against the loop.
+		rdb.HIncrBy(ctx, s.keys.meta(it.ID), "taken", 10)
+		load(1)
+		awaitRepairs(2)
+		stopLoop()
+		repairCount := repairs.Load()
 		// Whatever was admitted is written; then once more, calmly.
 		awaitWritten(t, s, admitted, 20*time.Second)
 		if _, err := s.Reconcile(ctx, it.ID, true); err != nil {
@@ -237,7 +268,7 @@ func TestReconcileDuringLoad(t *testing.T) {
 		if r.GateTaken != got.Sold {
 			t.Errorf("gate taken %d, sold %d after the drain", r.GateTaken, got.Sold)
 		}
-		t.Logf("admitted %d of 320 attempts with %d repairs during the load", len(admitted), repairs)
+		t.Logf("admitted %d of 320 attempts with %d repairs during the load", len(admitted), repairCount)
 		// The units the damage hid are sellable again, and no more.
 		more := 0
 		for i := 0; i < 150; i++ {
@@ -256,5 +287,44 @@ func TestReconcileDuringLoad(t *testing.T) {
 		if got, err := store.Item(ctx, it.ID); err != nil || got.Sold != 100 {
 			t.Errorf("sold at the end: got %+v %v, want 100", got, err)
 		}
+	})
+}
+
+// Orders that land between a repair's snapshot and its write make the
+// repair refuse (it would overwrite them); the next reconcile repairs from
+// a fresh snapshot, and every order still counts.
+func TestRepairRefusedWhenOrdersMoveTheGate(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		store := NewStore(b.DB(t))
+		s := asyncService(t, b, store, 0, 0, 0)
+		it := createAsyncItem(t, s, 10)
+		rdb := b.Redis(t)
+		rdb.HIncrBy(ctx, s.keys.meta(it.ID), "taken", 5) // damage: 5 units hidden
+
+		r, plan, err := s.reconcileOnce(ctx, it.ID)
+		if err != nil || len(r.Drift) == 0 {
+			t.Fatalf("snapshot: got %+v %v, want drift", r, err)
+		}
+		ids := placeAsync(t, s, it.ID, "between", 3) // between the snapshot and the write
+		ok, err := s.applyRepair(ctx, r, plan)
+		if err != nil || ok {
+			t.Fatalf("repair from a stale snapshot: got %v %v, want refused", ok, err)
+		}
+		taken, err := rdb.HGet(ctx, s.keys.meta(it.ID), "taken").Int64()
+		if err != nil || taken != 8 {
+			t.Fatalf("gate taken after the refused repair: got %d %v, want 8 (5 hidden + 3 orders)", taken, err)
+		}
+		r2, err := s.Reconcile(ctx, it.ID, true)
+		if err != nil || !r2.Repaired {
+			t.Fatalf("reconcile from a fresh snapshot: got %+v %v, want repaired", r2, err)
+		}
+		taken, err = rdb.HGet(ctx, s.keys.meta(it.ID), "taken").Int64()
+		if err != nil || taken != 3 {
+			t.Errorf("gate taken after the repair: got %d %v, want 3 (the queued orders)", taken, err)
+		}
+		asyncService(t, b, store, 1, time.Second, 0)
+		awaitWritten(t, s, ids, 15*time.Second)
+		reconcileOK(t, s, it.ID)
 	})
 }
