@@ -71,6 +71,15 @@ func (s *Service) placeAsync(ctx context.Context, it *Item, req OrderRequest) (*
 		case "conflict":
 			return nil, false, ErrIdempotencyConflict
 		case "dup":
+			if req.IdempotencyKey != "" {
+				// Redis may have lost the key's claim (evicted, or part of
+				// its state lost) while the buyer's order lives on: the
+				// order row says which key placed it. It waits, within
+				// ReplayWait, for a queued order to be written.
+				if prev := s.replay(ctx, req, true); prev != nil {
+					return prev, true, nil
+				}
+			}
 			return nil, false, &dupError{orderID: res[1]}
 		case "sold_out":
 			s.markSoldOut(ctx, it.ID, gen)
