@@ -99,10 +99,14 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 	return nil, err
 }
 
-// reserve runs the gate script and returns the gate's stock it saw.
+// reserve runs the gate script and returns the gate's stock it saw. If ctx
+// ends while the script is in flight, the script may still reserve a unit
+// that nobody will write: it is handed back once the script has answered
+// (the hand-back only takes back a reservation of this very order id).
 func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string) (string, error) {
+	abandoned := func() { g.handBack(it.ID, userID, orderID, "") }
 	for attempt := 0; ; attempt++ {
-		res, err := g.batch.runScript(ctx, reserveScript, []string{g.keys.meta(it.ID), g.keys.buyers(it.ID)},
+		res, err := g.batch.runScript(ctx, reserveScript, abandoned, []string{g.keys.meta(it.ID), g.keys.buyers(it.ID)},
 			userID, orderID, time.Now().UnixMilli()).StringSlice()
 		if err != nil {
 			return "", redisError("reserve", err)

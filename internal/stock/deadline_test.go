@@ -1,0 +1,148 @@
+package stock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// pipelineTrap runs a function once, inside the Redis client, when a
+// pipeline carrying a command that matches is about to be sent: a
+// deterministic way to end a request's context while its call is in flight.
+// sent is closed once that pipeline has been answered.
+type pipelineTrap struct {
+	mu    sync.Mutex
+	match func(redis.Cmder) bool
+	fire  func()
+	sent  chan struct{}
+}
+
+// arm sets the trap and returns a channel closed once the trapped call has
+// been answered.
+func (h *pipelineTrap) arm(match func(redis.Cmder) bool, fire func()) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.match, h.fire, h.sent = match, fire, make(chan struct{})
+	return h.sent
+}
+
+func (h *pipelineTrap) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *pipelineTrap) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		sent := h.check([]redis.Cmder{cmd})
+		err := next(ctx, cmd)
+		if sent != nil {
+			close(sent)
+		}
+		return err
+	}
+}
+
+func (h *pipelineTrap) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		sent := h.check(cmds)
+		err := next(ctx, cmds)
+		if sent != nil {
+			close(sent)
+		}
+		return err
+	}
+}
+
+func (h *pipelineTrap) check(cmds []redis.Cmder) chan struct{} {
+	h.mu.Lock()
+	fire, sent := h.fire, h.sent
+	if fire == nil || !slices.ContainsFunc(cmds, h.match) {
+		h.mu.Unlock()
+		return nil
+	}
+	h.match, h.fire = nil, nil
+	h.mu.Unlock()
+	fire()
+	return sent
+}
+
+// isScript matches an EVALSHA of script.
+func isScript(script *redis.Script) func(redis.Cmder) bool {
+	return func(c redis.Cmder) bool {
+		args := c.Args()
+		return c.Name() == "evalsha" && len(args) > 1 && args[1] == script.Hash()
+	}
+}
+
+// waitLedger polls until ok accepts the item's ledger or d passes, and
+// returns the last one read.
+func waitLedger(t *testing.T, s *Service, rdb *redis.Client, itemID int64, d time.Duration, ok func(ledger) bool) ledger {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		l := readLedger(t, s, rdb, itemID)
+		if ok(l) || time.Now().After(deadline) {
+			return l
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Defect 3 of issue 10: a request whose context ends while the reserve
+// script is in flight. The script runs (Redis got it) but the caller has
+// gone: the reservation must still be settled, handed back within seconds,
+// so the gate agrees with the database and the same user can buy.
+func TestReserveInFlightWhenContextEnds(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		rdb := b.Redis(t)
+		trap := &pipelineTrap{}
+		rdb.AddHook(trap)
+		s := newTestService(t, b, Config{}, rdb)
+		bg := context.Background()
+		it, err := s.CreateItem(bg, NewItem{Name: "last unit", Stock: 1, Strategy: StrategyLua})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// Loaded, so the trapped EVALSHA is the one that runs (not a
+		// NOSCRIPT answered before the fallback).
+		if err := reserveScript.Load(bg, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		returned := make(chan struct{})
+		// The client gives up once the reserve script is on its way, and
+		// Redis runs it only after the request has returned.
+		sent := trap.arm(isScript(reserveScript), func() {
+			cancel()
+			select {
+			case <-returned:
+			case <-time.After(5 * time.Second):
+				t.Error("PlaceOrder did not return when its context ended")
+			}
+		})
+		req := OrderRequest{ItemID: it.ID, UserID: "Alice"}
+		_, _, err = s.PlaceOrder(ctx, req)
+		close(returned)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("order whose context ended in flight: got %v, want ErrUnavailable", err)
+		}
+		<-sent // the script has run
+
+		l := waitLedger(t, s, rdb, it.ID, 3*time.Second, func(l ledger) bool { return l.taken == l.sold })
+		if l.taken != l.sold || l.sold != 0 {
+			t.Fatalf("3s after the abandoned reserve: gate taken %d, database sold %d; want both 0", l.taken, l.sold)
+		}
+		if _, _, err := s.PlaceOrder(bg, req); err != nil {
+			t.Fatalf("the same user buys again: got %v, want the order", err)
+		}
+		if l := readLedger(t, s, rdb, it.ID); l.taken != 1 || l.sold != 1 {
+			t.Errorf("after the second attempt: gate taken %d, database sold %d; want 1 and 1", l.taken, l.sold)
+		}
+	})
+}
