@@ -58,7 +58,7 @@ func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orde
 		return nil, err
 	}
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	if err := s.writer.write(o, req.IdempotencyKey, committed); err != nil {
+	if err := s.writer.write(ctx, o, req.IdempotencyKey, committed); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -52,8 +52,14 @@ type LuaGate struct {
 	// strategy needs (lua-async also counts its queue); nil: seed.
 	rebuild func(ctx context.Context, itemID int64) error
 
-	// Hand-backs that failed (Redis down) are retried in the background by
-	// goroutines that Close stops and waits for.
+	// orphanAfter is the age past which a reservation without an order
+	// belongs to a writer that died between the gate and the commit (see
+	// orphanWindow).
+	orphanAfter time.Duration
+
+	// Hand-backs that failed (Redis down), and writes whose outcome is
+	// unknown, are settled in the background by goroutines that Close stops
+	// and waits for.
 	retries sync.WaitGroup
 	closing chan struct{}
 	once    sync.Once
@@ -62,13 +68,23 @@ type LuaGate struct {
 var _ Strategy = (*LuaGate)(nil)
 
 func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
-	return &LuaGate{store: store, writer: newOrderWriter(store, nil), rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
+	return &LuaGate{store: store, writer: newOrderWriter(store, nil), rdb: rdb, keys: keys, log: log,
+		orphanAfter: orphanWindow(defaultRequestTimeout), closing: make(chan struct{})}
 }
 
-// orphanAfter is the age past which a reservation without an order belongs
-// to a writer that died between the gate and the commit: no request lives
-// that long (it is bounded by the request deadline).
-const orphanAfter = time.Minute
+// orphanWindow is how old a reservation without an order must be before it
+// is taken for an orphan, for orders whose requests live at most
+// requestTimeout. A live request's write always ends before its deadline
+// (the order writer's transactions end before the earliest deadline of
+// their batch), so a reservation older than that can only gain an order
+// from a commit whose answer was lost, which the hand-back then notices as
+// a sold-out gate (see handback.lua), never as an oversell. The margin
+// covers clocks that differ between instances (the age is read from the
+// order id, a UUIDv7 stamped by the instance that reserved). At least a
+// minute.
+func orphanWindow(requestTimeout time.Duration) time.Duration {
+	return max(time.Minute, requestTimeout+30*time.Second)
+}
 
 // Buy reserves a unit in Redis, then writes the order.
 func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string, committed func(*Order)) (*Order, error) {
@@ -87,15 +103,17 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 		return nil, err
 	}
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	err = g.writer.write(o, req.IdempotencyKey, committed)
-	if err == nil {
+	err = g.writer.write(ctx, o, req.IdempotencyKey, committed)
+	switch {
+	case err == nil:
 		return o, nil
+	case errors.Is(err, errMaybeCommitted):
+		g.resolve(it.ID, req.UserID, orderID)
+	case errors.Is(err, ErrSoldOut):
+		g.handBack(ctx, it.ID, req.UserID, orderID, stockSeen)
+	default:
+		g.handBack(ctx, it.ID, req.UserID, orderID, "")
 	}
-	soldOutAt := ""
-	if errors.Is(err, ErrSoldOut) {
-		soldOutAt = stockSeen
-	}
-	g.handBack(it.ID, req.UserID, orderID, soldOutAt)
 	return nil, err
 }
 
@@ -104,7 +122,7 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 // that nobody will write: it is handed back once the script has answered
 // (the hand-back only takes back a reservation of this very order id).
 func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string) (string, error) {
-	abandoned := func() { g.handBack(it.ID, userID, orderID, "") }
+	abandoned := func() { g.handBack(context.Background(), it.ID, userID, orderID, "") }
 	for attempt := 0; ; attempt++ {
 		res, err := g.batch.runScript(ctx, reserveScript, abandoned, []string{g.keys.meta(it.ID), g.keys.buyers(it.ID)},
 			userID, orderID, time.Now().UnixMilli()).StringSlice()
@@ -213,7 +231,7 @@ func (g *LuaGate) orphaned(ctx context.Context, orderID string) bool {
 		return false
 	}
 	sec, nsec := id.Time().UnixTime()
-	if time.Since(time.Unix(sec, nsec)) < orphanAfter {
+	if time.Since(time.Unix(sec, nsec)) < g.orphanAfter {
 		return false
 	}
 	_, err = g.store.Order(ctx, orderID)
@@ -238,11 +256,12 @@ func (g *LuaGate) setStock(ctx context.Context, id, stock int64, strict bool) er
 }
 
 // handBack returns a reservation whose write failed. It must not depend on
-// the request's context, which may be what failed; when Redis is down too it
-// keeps trying in the background for a while.
-func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
-	try := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+// the request's context, which may be what failed: it tries once while ctx
+// has time left (so the user can buy again at once), and otherwise, or when
+// Redis is down too, keeps trying in the background for a while.
+func (g *LuaGate) handBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) {
+	try := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		back, err := g.handBackNow(ctx, itemID, userID, orderID, soldOutAt)
 		if back && soldOutAt == "" && g.returned != nil {
@@ -250,13 +269,23 @@ func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
 		}
 		return err
 	}
-	if err := try(); err == nil {
-		return
+	delay := time.Duration(0)
+	if ctx.Err() == nil {
+		deadline, ok := ctx.Deadline()
+		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		if ok {
+			tctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		}
+		err := try(tctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		delay = 100 * time.Millisecond
 	}
 	g.retries.Add(1)
 	go func() {
 		defer g.retries.Done()
-		delay := 100 * time.Millisecond
 		for i := 0; i < 20; i++ {
 			select {
 			case <-g.closing:
@@ -264,13 +293,49 @@ func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
 				return
 			case <-time.After(delay):
 			}
-			if err := try(); err == nil {
+			if err := try(context.Background()); err == nil {
 				return
 			} else if i == 19 {
 				g.log.Error("hand-back failed; the unit stays reserved until reconciled", "item", itemID, "user", userID, "order", orderID, "err", err)
 			}
-			delay = min(2*delay, 5*time.Second)
+			delay = min(max(2*delay, 100*time.Millisecond), 5*time.Second)
 		}
+	}()
+}
+
+// resolve settles a reservation whose write may have committed although
+// its caller heard 503 (the database stopped answering during the commit).
+// It asks the database, as soon as it answers, whether the order is there:
+// if it is, the unit is sold and the reservation stays (the user's retry,
+// or a replay of the same Idempotency-Key, finds the order); if not, the
+// unit is handed back. It first waits a moment, so a commit still on its
+// way reaches the database before the question does.
+func (g *LuaGate) resolve(itemID int64, userID, orderID string) {
+	g.retries.Add(1)
+	go func() {
+		defer g.retries.Done()
+		delay := 250 * time.Millisecond
+		for i := 0; i < 60; i++ {
+			select {
+			case <-g.closing:
+				g.log.Warn("write outcome unknown at shutdown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
+				return
+			case <-time.After(delay):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := g.store.Order(ctx, orderID)
+			cancel()
+			switch {
+			case err == nil:
+				g.log.Info("write answered 503 had committed; the order stands", "item", itemID, "user", userID, "order", orderID)
+				return
+			case errors.Is(err, ErrNotFound):
+				g.handBack(context.Background(), itemID, userID, orderID, "")
+				return
+			}
+			delay = min(2*delay, 2*time.Second)
+		}
+		g.log.Error("write outcome still unknown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
 	}()
 }
 
