@@ -38,9 +38,9 @@ type Config struct {
 	// (SECKILL_LOCK_WAIT). Default 5s, or half the request timeout when
 	// that is less; it must be under the request timeout.
 	LockWait time.Duration
-	// DBTimeout bounds the database work of one lua or lock order
-	// transaction (SECKILL_DB_TIMEOUT), so a stalled database answers 503
-	// in about this long. Default 1s (5s with the embedded SQLite, whose
+	// DBTimeout bounds each step (a statement, the commit) of a lua or lock
+	// order transaction (SECKILL_DB_TIMEOUT), so a stalled database answers
+	// 503 in about this long. Default 1s (5s with the embedded SQLite, whose
 	// one connection queues every write), or half the request timeout when
 	// that is less; it must be under the request timeout.
 	DBTimeout time.Duration
@@ -185,7 +185,7 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_STRATEGY", flag: "strategy", help: "default strategy of new items: lua or lock", str: &c.Strategy, def: "lua"},
 		{env: "SECKILL_KEY_PREFIX", flag: "key-prefix", help: "prefix of every Redis key", str: &c.KeyPrefix, def: "seckill"},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a lock-strategy order waits for the item lock, under the request timeout; 0 = 5s or half the request timeout if less", dur: &c.LockWait, def: "0s"},
-		{env: "SECKILL_DB_TIMEOUT", flag: "db-timeout", help: "bound on one lua or lock order transaction's database work, under the request timeout; 0 = 1s (5s with embedded SQLite) or half the request timeout if less", dur: &c.DBTimeout, def: "0s"},
+		{env: "SECKILL_DB_TIMEOUT", flag: "db-timeout", help: "bound on each statement of a lua or lock order transaction, under the request timeout; 0 = 1s (5s with embedded SQLite) or half the request timeout if less", dur: &c.DBTimeout, def: "0s"},
 		{env: "SECKILL_REDIS_TIMEOUT", flag: "redis-timeout", help: "bound on each Redis call; 0 = 1s (10s embedded)", dur: &c.RedisTimeout, def: "0s"},
 		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", help: "bound on graceful shutdown", dur: &c.ShutdownTimeout, def: "15s"},
 		{env: "SECKILL_REQUEST_TIMEOUT", flag: "request-timeout", help: "bound on each request's work", dur: &c.RequestTimeout, def: "10s"},

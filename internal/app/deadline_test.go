@@ -29,6 +29,7 @@ func TestHeldItemRowAnswersWithinDeadline(t *testing.T) {
 	_, c := apptest.Start(t, b, func(cfg *app.Config) {
 		cfg.RequestTimeout = reqTimeout
 		cfg.LockWait = time.Second
+		cfg.DBTimeout = 0 // the default: 1s
 	})
 	holder, err := sql.Open("mysql", b.MySQLDSN)
 	if err != nil {

@@ -58,7 +58,7 @@ var errMaybeCommitted = errors.New("the write may have committed")
 type orderWriter struct {
 	store  *Store
 	guard  writeGuard    // nil: no lock around the writes
-	budget time.Duration // bound on one transaction's database work
+	budget time.Duration // bound on each step of a transaction (stallWatch)
 	// maxWait bounds a caller whose context has no deadline, as if it had
 	// the request timeout.
 	maxWait time.Duration
@@ -290,12 +290,12 @@ func (w *orderWriter) commit(itemID int64, batch []*pendingWrite) {
 	}
 	// The budget starts once the lock is held, so a lock obtained late
 	// still leaves the write its time (within the callers' deadlines).
-	ctx, cancelWrite := context.WithTimeout(ctx, w.budget)
-	defer cancelWrite()
+	ctx, watch, stopWatch := watchStalls(ctx, w.budget)
+	defer stopWatch()
 	now := dbNow()
 	err := errBatchRefused
 	if len(batch) > 1 {
-		err = w.store.insertBatch(ctx, batch, now, fence)
+		err = w.store.insertBatch(ctx, watch, batch, now, fence)
 	}
 	switch {
 	case err == nil:
@@ -307,9 +307,28 @@ func (w *orderWriter) commit(itemID int64, batch []*pendingWrite) {
 			results[i] = err
 		}
 	default:
-		w.settleRefused(ctx, itemID, batch, results, fence, now)
+		w.settleRefused(ctx, watch, itemID, batch, results, fence, now)
 	}
 }
+
+// stallWatch ends a transaction whose database makes no progress: it
+// cancels the context when one step (a statement, a commit, a one-order
+// transaction) takes longer than the budget. A large batch on a busy but
+// working database takes as many budgets as it has steps; a stalled one
+// is given up on in one budget.
+type stallWatch struct {
+	t      *time.Timer
+	budget time.Duration
+}
+
+func watchStalls(ctx context.Context, budget time.Duration) (context.Context, *stallWatch, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &stallWatch{t: time.AfterFunc(budget, cancel), budget: budget}
+	return ctx, w, func() { w.t.Stop(); cancel() }
+}
+
+// progress starts the budget again after a step finished.
+func (w *stallWatch) progress() { w.t.Reset(w.budget) }
 
 // settleRefused answers a batch that could not be written whole, in a few
 // round trips however large it is. Buyers who already hold an order get
@@ -317,7 +336,7 @@ func (w *orderWriter) commit(itemID int64, batch []*pendingWrite) {
 // first one got; the rest are written in arrival order, as many at a time
 // as there are units left, until they are all written or nothing is left.
 // A chunk refused whole (a clash inside it) is written order by order.
-func (w *orderWriter) settleRefused(ctx context.Context, itemID int64, batch []*pendingWrite, results []error, fence int64, now time.Time) {
+func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, itemID int64, batch []*pendingWrite, results []error, fence int64, now time.Time) {
 	fail := func(idx []int, err error) {
 		for _, i := range idx {
 			results[i] = err
@@ -328,6 +347,7 @@ func (w *orderWriter) settleRefused(ctx context.Context, itemID int64, batch []*
 		users[i] = p.o.UserID
 	}
 	bought, err := w.store.buyersAmong(ctx, itemID, users)
+	watch.progress()
 	if err != nil {
 		fail(allIndexes(len(batch)), err)
 		return
@@ -348,6 +368,7 @@ func (w *orderWriter) settleRefused(ctx context.Context, itemID int64, batch []*
 	}
 	for len(queue) > 0 {
 		left, err := w.store.remaining(ctx, itemID)
+		watch.progress()
 		if err != nil {
 			fail(queue, err)
 			break
@@ -358,7 +379,7 @@ func (w *orderWriter) settleRefused(ctx context.Context, itemID int64, batch []*
 		}
 		take := queue[:min(int(left), len(queue))]
 		queue = queue[len(take):]
-		w.writeChunk(ctx, batch, take, results, fence, now)
+		w.writeChunk(ctx, watch, batch, take, results, fence, now)
 	}
 	for _, i := range repeats {
 		if f := results[first[batch[i].o.UserID]]; f == nil {
@@ -371,14 +392,14 @@ func (w *orderWriter) settleRefused(ctx context.Context, itemID int64, batch []*
 
 // writeChunk writes the orders at idx as one batch, or one by one if the
 // batch is refused.
-func (w *orderWriter) writeChunk(ctx context.Context, batch []*pendingWrite, idx []int, results []error, fence int64, now time.Time) {
+func (w *orderWriter) writeChunk(ctx context.Context, watch *stallWatch, batch []*pendingWrite, idx []int, results []error, fence int64, now time.Time) {
 	sub := make([]*pendingWrite, len(idx))
 	for j, i := range idx {
 		sub[j] = batch[i]
 	}
 	err := errBatchRefused
 	if len(sub) > 1 {
-		err = w.store.insertBatch(ctx, sub, now, fence)
+		err = w.store.insertBatch(ctx, watch, sub, now, fence)
 	}
 	for _, i := range idx {
 		switch {
@@ -387,6 +408,7 @@ func (w *orderWriter) writeChunk(ctx context.Context, batch []*pendingWrite, idx
 			results[i] = nil
 		case errors.Is(err, errBatchRefused):
 			results[i] = w.store.InsertOrder(ctx, batch[i].o, batch[i].key, fence)
+			watch.progress()
 			if errors.Is(results[i], ErrUnavailable) {
 				// Where in the transaction the database stopped answering
 				// is not known here: it may have been the commit.
@@ -461,11 +483,12 @@ func (s *Store) remaining(ctx context.Context, itemID int64) (int64, error) {
 // insertBatch writes every order of a batch and takes len(batch) units in
 // one transaction: the same guard as one order, sold + k <= stock, with rows
 // affected checked. Any refusal rolls the whole batch back.
-func (s *Store) insertBatch(ctx context.Context, batch []*pendingWrite, now time.Time, fence int64) (err error) {
+func (s *Store) insertBatch(ctx context.Context, watch *stallWatch, batch []*pendingWrite, now time.Time, fence int64) (err error) {
 	tx, err := s.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return dbError("begin", err)
 	}
+	watch.progress()
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
@@ -486,7 +509,9 @@ func (s *Store) insertBatch(ctx context.Context, batch []*pendingWrite, now time
 		}
 		args = append(args, p.o.ID, p.o.ItemID, p.o.UserID, StatusCreated, key, deadline, now, now)
 	}
-	if _, err = tx.ExecContext(ctx, sb.String(), args...); err != nil {
+	_, err = tx.ExecContext(ctx, sb.String(), args...)
+	watch.progress()
+	if err != nil {
 		if e := insertError(err); errors.Is(e, ErrAlreadyPurchased) || errors.Is(e, ErrIdempotencyConflict) {
 			return errBatchRefused
 		}
@@ -501,6 +526,7 @@ func (s *Store) insertBatch(ctx context.Context, batch []*pendingWrite, now time
 		res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, updated_at = ? WHERE id = ? AND sold + ? <= stock",
 			k, now, batch[0].o.ItemID, k)
 	}
+	watch.progress()
 	if err != nil {
 		return dbError("take units", err)
 	}

@@ -160,9 +160,10 @@ func (b *batcher) runScript(ctx context.Context, script *redis.Script, settle fu
 			cmd = p.EvalSha(ctx, script.Hash(), keys, args...)
 		}, settle)
 		if err != nil {
-			cmd = redis.NewCmd(ctx)
-			cmd.SetErr(err)
-			return cmd
+			// cmd may still be written by the sender: answer with another.
+			failed := redis.NewCmd(ctx)
+			failed.SetErr(err)
+			return failed
 		}
 		if attempt > 0 || !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 			return cmd

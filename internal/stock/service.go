@@ -42,9 +42,10 @@ type Config struct {
 	// long, and a lua reservation without an order is taken for an orphan
 	// only once it is well older than this. Default 10s.
 	RequestTimeout time.Duration
-	// WriteTimeout bounds the database work of one lua or lock order
-	// transaction (group commit), after the item's lock is held: a stalled
-	// database answers 503 in about this long. Default 1s.
+	// WriteTimeout bounds each step (a statement, the commit) of a lua or
+	// lock order transaction (group commit), after the item's lock is
+	// held: a stalled database answers 503 in about this long, while a
+	// large batch on a busy database still gets a budget per step. Default 1s.
 	WriteTimeout time.Duration
 	// ReplayWait bounds how long a replay waits for its original, still in
 	// flight, to commit. Default 5s (under the 10s request bound).
