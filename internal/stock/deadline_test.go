@@ -146,3 +146,31 @@ func TestReserveInFlightWhenContextEnds(t *testing.T) {
 		}
 	})
 }
+
+// A reserve that reaches Redis only after its attempt was handed back (its
+// caller gave up; a stalled connection delivered the command late) takes
+// nothing: the hand-back left the attempt void.
+func TestReserveAfterItsHandBackTakesNothing(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		rdb := b.Redis(t)
+		s := newTestService(t, b, Config{}, rdb)
+		ctx := context.Background()
+		it, err := s.CreateItem(ctx, NewItem{Name: "late reserve", Stock: 1, Strategy: StrategyLua})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const orderID = "01a20000-0000-7000-8000-000000000001"
+		if back, err := s.gate.handBackNow(ctx, it.ID, "Bob", orderID, ""); err != nil || back {
+			t.Fatalf("hand-back before the reserve: got %v, %v; want false, nil", back, err)
+		}
+		if _, err := s.gate.reserve(ctx, it, "Bob", orderID); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("reserve after its hand-back: got %v, want ErrUnavailable", err)
+		}
+		if l := readLedger(t, s, rdb, it.ID); l.taken != 0 {
+			t.Errorf("gate taken after the late reserve: got %d, want 0", l.taken)
+		}
+		if _, _, err := s.PlaceOrder(ctx, OrderRequest{ItemID: it.ID, UserID: "Bob"}); err != nil {
+			t.Errorf("a new attempt by the same user: got %v, want the order", err)
+		}
+	})
+}

@@ -124,7 +124,8 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string) (string, error) {
 	abandoned := func() { g.handBack(context.Background(), it.ID, userID, orderID, "") }
 	for attempt := 0; ; attempt++ {
-		res, err := g.batch.runScript(ctx, reserveScript, abandoned, []string{g.keys.meta(it.ID), g.keys.buyers(it.ID)},
+		res, err := g.batch.runScript(ctx, reserveScript, abandoned,
+			[]string{g.keys.meta(it.ID), g.keys.buyers(it.ID), voidKey(g.keys, it.ID, orderID)},
 			userID, orderID, time.Now().UnixMilli()).StringSlice()
 		if err != nil {
 			return "", redisError("reserve", err)
@@ -139,6 +140,10 @@ func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string)
 			return "", &dupError{orderID: res[1]}
 		case "sold_out":
 			return "", ErrSoldOut
+		case "void":
+			// Handed back already: its caller gave up (a rerun reached
+			// Redis after the hand-back).
+			return "", fmt.Errorf("redis: reserve: attempt %s was given up: %w", orderID, ErrUnavailable)
 		case "not_started":
 			return "", ErrSaleNotStarted
 		case "ended":
@@ -308,13 +313,15 @@ func (g *LuaGate) handBack(ctx context.Context, itemID int64, userID, orderID, s
 // It asks the database, as soon as it answers, whether the order is there:
 // if it is, the unit is sold and the reservation stays (the user's retry,
 // or a replay of the same Idempotency-Key, finds the order); if not, the
-// unit is handed back. It first waits a moment, so a commit still on its
-// way reaches the database before the question does.
+// unit is handed back. "Not there" must be heard twice, a second apart: a
+// commit held in a stalled connection reaches the database when it heals,
+// at about the moment the first question does.
 func (g *LuaGate) resolve(itemID int64, userID, orderID string) {
 	g.retries.Add(1)
 	go func() {
 		defer g.retries.Done()
 		delay := 250 * time.Millisecond
+		absent := 0
 		for i := 0; i < 60; i++ {
 			select {
 			case <-g.closing:
@@ -330,20 +337,34 @@ func (g *LuaGate) resolve(itemID int64, userID, orderID string) {
 				g.log.Info("write answered 503 had committed; the order stands", "item", itemID, "user", userID, "order", orderID)
 				return
 			case errors.Is(err, ErrNotFound):
-				g.handBack(context.Background(), itemID, userID, orderID, "")
-				return
+				if absent++; absent == 2 {
+					g.handBack(context.Background(), itemID, userID, orderID, "")
+					return
+				}
+				delay = time.Second
+				continue
 			}
+			absent = 0
 			delay = min(2*delay, 2*time.Second)
 		}
 		g.log.Error("write outcome still unknown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
 	}()
 }
 
+// voidTTL is how long a handed-back attempt stays void: far longer than a
+// reserve command can wander in a stalled connection.
+const voidTTL = 10 * time.Minute
+
+// voidKey marks an attempt that was handed back (see reserve.lua).
+func voidKey(k keyspace, itemID int64, orderID string) string {
+	return k.item(itemID) + ":void:" + orderID
+}
+
 // handBackNow runs the hand-back script once and reports whether the unit
 // went back to the gate.
 func (g *LuaGate) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
-	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID), g.keys.released(itemID)}
-	back, err := handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt).Int()
+	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID), g.keys.released(itemID), voidKey(g.keys, itemID, orderID)}
+	back, err := handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second)).Int()
 	if err != nil {
 		return false, redisError("hand back", err)
 	}
