@@ -174,3 +174,73 @@ func TestReserveAfterItsHandBackTakesNothing(t *testing.T) {
 		}
 	})
 }
+
+// deadlineGuard is a writeGuard that records the context its writer holds
+// the lock with.
+type deadlineGuard struct {
+	mu  sync.Mutex
+	got []time.Time
+}
+
+func (g *deadlineGuard) hold(ctx context.Context, _ int64) (int64, error) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Time{}
+	}
+	g.mu.Lock()
+	g.got = append(g.got, d)
+	g.mu.Unlock()
+	return 0, nil
+}
+
+func (g *deadlineGuard) done(int64, bool) {}
+
+// The orphan window (suspicion in issue 10): a reservation without an
+// order is taken for an orphan only when no live request can still write
+// it. A write's transaction, lock wait included, ends before its caller's
+// deadline, so a request lives at most the request timeout; the window is
+// at least that plus a margin for clocks, whatever the request timeout.
+func TestOrphanWindowOutlivesEveryRequest(t *testing.T) {
+	for _, rt := range []time.Duration{time.Second, 10 * time.Second, time.Minute} {
+		if w := orphanWindow(rt); w < rt+30*time.Second || w < time.Minute {
+			t.Errorf("orphan window for a %v request timeout: got %v, want at least %v and a minute", rt, w, rt+30*time.Second)
+		}
+	}
+	b := testenv.Embedded(t)
+	s := newTestService(t, b, Config{RequestTimeout: 50 * time.Second}, nil)
+	if got, want := s.gate.orphanAfter, 80*time.Second; got != want {
+		t.Errorf("gate orphan window with a 50s request timeout: got %v, want %v", got, want)
+	}
+
+	// No transaction outlives its callers: the writer holds the lock, and
+	// writes, with a deadline before the earliest caller's.
+	store := NewStore(b.DB(t))
+	it := &Item{Name: "deadlines", Stock: 10, Strategy: StrategyLock}
+	if err := store.CreateItem(context.Background(), it); err != nil {
+		t.Fatal(err)
+	}
+	guard := &deadlineGuard{}
+	w := newOrderWriter(store, guard)
+	defer w.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	callerDeadline, _ := ctx.Deadline()
+	if err := w.write(ctx, &Order{ID: "01a2ffff-0000-7000-8000-000000000001", ItemID: it.ID, UserID: "Carol"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	// A caller without a deadline is bounded by the request timeout.
+	if err := w.write(context.Background(), &Order{ID: "01a2ffff-0000-7000-8000-000000000002", ItemID: it.ID, UserID: "Dave"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	guard.mu.Lock()
+	defer guard.mu.Unlock()
+	if len(guard.got) != 2 {
+		t.Fatalf("lock holds: got %d, want 2", len(guard.got))
+	}
+	if d := guard.got[0]; d.IsZero() || d.After(callerDeadline.Add(-answerMargin)) {
+		t.Errorf("transaction deadline %v, want at or before the caller's %v less %v", d, callerDeadline, answerMargin)
+	}
+	if d := guard.got[1]; d.IsZero() || time.Until(d) > defaultRequestTimeout {
+		t.Errorf("transaction deadline of a caller without one: %v, want within the %v request timeout", d, defaultRequestTimeout)
+	}
+}
