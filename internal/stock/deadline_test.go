@@ -244,3 +244,52 @@ func TestOrphanWindowOutlivesEveryRequest(t *testing.T) {
 		t.Errorf("transaction deadline of a caller without one: %v, want within the %v request timeout", d, defaultRequestTimeout)
 	}
 }
+
+// The lua-async enqueue abandoned in flight (issue 10, defect 3's twin):
+// the script is atomic, so the order it queued is a whole order, written
+// like any other. The lost 202 is found by a retry with the same key, the
+// gate agrees with the database once written, and nothing is left
+// half-done.
+func TestEnqueueInFlightWhenContextEnds(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		rdb := b.Redis(t)
+		trap := &pipelineTrap{}
+		rdb.AddHook(trap)
+		s := newTestService(t, b, Config{Async: AsyncConfig{Writers: 1}}, rdb)
+		bg := context.Background()
+		it, err := s.CreateItem(bg, NewItem{Name: "queued", Stock: 2, Strategy: StrategyLuaAsync})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := enqueueScript.Load(bg, rdb).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		returned := make(chan struct{})
+		sent := trap.arm(isScript(enqueueScript), func() {
+			cancel()
+			select {
+			case <-returned:
+			case <-time.After(5 * time.Second):
+				t.Error("PlaceOrder did not return when its context ended")
+			}
+		})
+		req := OrderRequest{ItemID: it.ID, UserID: "Erin", IdempotencyKey: "Erin-1"}
+		_, _, err = s.PlaceOrder(ctx, req)
+		close(returned)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("enqueue whose context ended in flight: got %v, want ErrUnavailable", err)
+		}
+		<-sent
+		o, replayed, err := s.PlaceOrder(bg, req)
+		if err != nil || !replayed {
+			t.Fatalf("retry with the same key: got %+v, replayed %v, %v; want the queued order replayed", o, replayed, err)
+		}
+		awaitWritten(t, s, []string{o.ID}, 10*time.Second)
+		l := waitLedger(t, s, rdb, it.ID, 3*time.Second, func(l ledger) bool { return l.taken == l.sold })
+		if l.sold != 1 || l.taken != 1 {
+			t.Errorf("after the write: database sold %d, gate taken %d; want 1 and 1", l.sold, l.taken)
+		}
+	})
+}
