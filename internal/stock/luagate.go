@@ -276,10 +276,12 @@ func (g *LuaGate) handBack(ctx context.Context, itemID int64, userID, orderID, s
 	}
 	delay := time.Duration(0)
 	if ctx.Err() == nil {
-		deadline, ok := ctx.Deadline()
-		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		if ok {
-			tctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		// The request's time left, but not its cancellation: a client
+		// that goes away now must not cut the hand-back short.
+		tctx := context.WithoutCancel(ctx)
+		cancel := context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok {
+			tctx, cancel = context.WithDeadline(tctx, deadline)
 		}
 		err := try(tctx)
 		cancel()
