@@ -76,8 +76,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	if sqlDB, err := a.db.DB(); err == nil {
 		a.metrics.WatchDB(sqlDB)
 	}
+	reqTimeout, lockWait, dbTimeout := cfg.timeouts()
 	a.service, err = stock.NewService(stock.NewStore(a.db), a.rdb, stock.Config{
-		DefaultStrategy: cfg.Strategy, KeyPrefix: cfg.KeyPrefix, LockWait: cfg.LockWait, Logger: log,
+		DefaultStrategy: cfg.Strategy, KeyPrefix: cfg.KeyPrefix, LockWait: lockWait, Logger: log,
+		RequestTimeout: reqTimeout, WriteTimeout: dbTimeout,
 		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
 		Async: stock.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
 			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(cfg.CrashAfterCommit),
@@ -90,7 +92,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	if prefix == "" {
 		prefix = "seckill"
 	}
-	hcfg := handler.Config{AdminToken: cfg.AdminToken, Logger: log, RequestTimeout: cfg.RequestTimeout,
+	hcfg := handler.Config{AdminToken: cfg.AdminToken, Logger: log, RequestTimeout: reqTimeout,
 		Metrics: a.metrics, SeparateAdmin: cfg.AdminAddr != "", Pprof: cfg.Pprof,
 		UserLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateUser),
 		IPLimit:   ratelimit.New(a.rdb, prefix+":ratelimit:", rateIP)}
@@ -181,11 +183,13 @@ func (a *App) Serve(ctx context.Context, l, admin net.Listener) error {
 	return errors.Join(errs...)
 }
 
+// server bounds each connection. Every request's work is bounded by the
+// request timeout and answered by then (a 503 when it cannot finish), so
+// the write timeout, which counts from the end of the request's headers
+// and would cut the connection without an answer, sits well past it: the
+// handler always answers first.
 func (a *App) server(h http.Handler) *http.Server {
-	reqTimeout := a.cfg.RequestTimeout
-	if reqTimeout == 0 {
-		reqTimeout = 10 * time.Second
-	}
+	reqTimeout, _, _ := a.cfg.timeouts()
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,

@@ -67,6 +67,14 @@ func TestParseConfig(t *testing.T) {
 		{"no writers by flag needs a real Redis", nil, []string{"-writers", "0"},
 			[]string{"SECKILL_WRITERS=0 needs SECKILL_REDIS_URL"}},
 		{"payment timeout off", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "0"}, nil, nil},
+		{"lock wait and db timeout under the request timeout", map[string]string{"SECKILL_REQUEST_TIMEOUT": "4s", "SECKILL_LOCK_WAIT": "3s",
+			"SECKILL_DB_TIMEOUT": "500ms"}, nil, nil},
+		{"lock wait over the request timeout", map[string]string{"SECKILL_LOCK_WAIT": "12s"}, nil,
+			[]string{"SECKILL_LOCK_WAIT=12s: must be under SECKILL_REQUEST_TIMEOUT (10s)"}},
+		{"lock wait equal to the request timeout", map[string]string{"SECKILL_REQUEST_TIMEOUT": "3s", "SECKILL_LOCK_WAIT": "3s"}, nil,
+			[]string{"SECKILL_LOCK_WAIT=3s: must be under SECKILL_REQUEST_TIMEOUT (3s)"}},
+		{"db timeout over the request timeout", map[string]string{"SECKILL_REQUEST_TIMEOUT": "2s", "SECKILL_DB_TIMEOUT": "5s"}, nil,
+			[]string{"SECKILL_DB_TIMEOUT=5s: must be under SECKILL_REQUEST_TIMEOUT (2s)"}},
 		{"payment timeout by flag", nil, []string{"-payment-timeout", "30s"}, nil},
 		{"negative payment timeout", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "-1m"}, nil,
 			[]string{"SECKILL_PAYMENT_TIMEOUT=-1m0s: must not be negative (0 = orders never expire)"}},
@@ -118,7 +126,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 	if code := app.Main([]string{"--help"}, env(nil), &out, &errb); code != 0 {
 		t.Fatalf("exit code: got %d, want 0", code)
 	}
-	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT",
+	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT", "SECKILL_LOCK_WAIT", "SECKILL_DB_TIMEOUT",
 		"SECKILL_REQUEST_TIMEOUT", "SECKILL_LOG_FORMAT", "SECKILL_LOG_LEVEL", "SECKILL_RATE_USER", "SECKILL_RATE_IP", "SECKILL_USER_JWT_SECRET",
 		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "SECKILL_WRITERS", "SECKILL_ASYNC_DURABILITY", "SECKILL_PAYMENT_TIMEOUT", "migrate", "worker"} {
 		if !strings.Contains(errb.String(), v) {

@@ -35,8 +35,15 @@ type Config struct {
 	// KeyPrefix starts every Redis key (SECKILL_KEY_PREFIX). Default "seckill".
 	KeyPrefix string
 	// LockWait bounds how long a "lock" order waits for its item's lock
-	// (SECKILL_LOCK_WAIT). Default 5s.
+	// (SECKILL_LOCK_WAIT). Default 5s, or half the request timeout when
+	// that is less; it must be under the request timeout.
 	LockWait time.Duration
+	// DBTimeout bounds each step (a statement, the commit) of a lua or lock
+	// order transaction (SECKILL_DB_TIMEOUT), so a stalled database answers
+	// 503 in about this long. Default 1s (5s with the embedded SQLite, whose
+	// one connection queues every write), or half the request timeout when
+	// that is less; it must be under the request timeout.
+	DBTimeout time.Duration
 	// RedisTimeout bounds each Redis call and the wait for a pooled
 	// connection (SECKILL_REDIS_TIMEOUT). Default 1s, so an outage answers
 	// 503 within about a second (a refused connection at once); 10s for the embedded Redis, which cannot
@@ -121,6 +128,34 @@ const DefaultRateUser = "10/s"
 // maxRequestTimeout keeps the request bound under the server's write timeout.
 const maxRequestTimeout = time.Minute
 
+// Defaults of the timeouts (see Config).
+const (
+	defaultRequestTimeout = 10 * time.Second
+	defaultLockWait       = 5 * time.Second
+	defaultDBTimeout      = time.Second
+	defaultSQLiteTimeout  = 5 * time.Second
+)
+
+// timeouts resolves the request, lock wait and database write bounds,
+// applying the defaults to the values left zero.
+func (c *Config) timeouts() (request, lockWait, dbWrite time.Duration) {
+	request, lockWait, dbWrite = c.RequestTimeout, c.LockWait, c.DBTimeout
+	if request == 0 {
+		request = defaultRequestTimeout
+	}
+	if lockWait == 0 {
+		lockWait = min(defaultLockWait, request/2)
+	}
+	if dbWrite == 0 {
+		dbWrite = defaultDBTimeout
+		if c.MySQLDSN == "" {
+			dbWrite = defaultSQLiteTimeout
+		}
+		dbWrite = min(dbWrite, request/2)
+	}
+	return request, lockWait, dbWrite
+}
+
 // parseLevel reads SECKILL_LOG_LEVEL; "" is info.
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
@@ -152,7 +187,8 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_ADMIN_TOKEN", flag: "admin-token", help: "admin bearer token; required with MySQL, generated when embedded", str: &c.AdminToken},
 		{env: "SECKILL_STRATEGY", flag: "strategy", help: "default strategy of new items: lua or lock", str: &c.Strategy, def: "lua"},
 		{env: "SECKILL_KEY_PREFIX", flag: "key-prefix", help: "prefix of every Redis key", str: &c.KeyPrefix, def: "seckill"},
-		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a lock-strategy order waits for the item lock", dur: &c.LockWait, def: "5s"},
+		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a lock-strategy order waits for the item lock, under the request timeout; 0 = 5s or half the request timeout if less", dur: &c.LockWait, def: "0s"},
+		{env: "SECKILL_DB_TIMEOUT", flag: "db-timeout", help: "bound on each statement of a lua or lock order transaction, under the request timeout; 0 = 1s (5s with embedded SQLite) or half the request timeout if less", dur: &c.DBTimeout, def: "0s"},
 		{env: "SECKILL_REDIS_TIMEOUT", flag: "redis-timeout", help: "bound on each Redis call; 0 = 1s (10s embedded)", dur: &c.RedisTimeout, def: "0s"},
 		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", help: "bound on graceful shutdown", dur: &c.ShutdownTimeout, def: "15s"},
 		{env: "SECKILL_REQUEST_TIMEOUT", flag: "request-timeout", help: "bound on each request's work", dur: &c.RequestTimeout, def: "10s"},
@@ -271,8 +307,18 @@ func (c *Config) Validate() error {
 			"taken over through its one-second lease whatever this is, so a smaller value would only risk orders bouncing "+
 			"between writers during a database stall", c.ClaimIdle, minClaimIdle))
 	}
-	if c.LockWait < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 || c.ClaimIdle < 0 {
+	if c.LockWait < 0 || c.DBTimeout < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 || c.ClaimIdle < 0 {
 		problems = append(problems, errors.New("durations must not be negative"))
+	}
+	// An order must be able to finish its lock wait, and then its write,
+	// within its request: a bound at or over the request timeout would
+	// never apply (the request answers 503 first), so it is a mistake.
+	request, _, _ := c.timeouts()
+	if c.LockWait >= request {
+		problems = append(problems, fmt.Errorf("SECKILL_LOCK_WAIT=%s: must be under SECKILL_REQUEST_TIMEOUT (%s), so a lock obtained late still leaves the order time to be written", c.LockWait, request))
+	}
+	if c.DBTimeout >= request {
+		problems = append(problems, fmt.Errorf("SECKILL_DB_TIMEOUT=%s: must be under SECKILL_REQUEST_TIMEOUT (%s), so a stalled database answers 503 before the request's deadline", c.DBTimeout, request))
 	}
 	if c.PaymentTimeout < 0 {
 		problems = append(problems, fmt.Errorf("SECKILL_PAYMENT_TIMEOUT=%s: must not be negative (0 = orders never expire)", c.PaymentTimeout))

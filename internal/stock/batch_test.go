@@ -39,7 +39,7 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = w.write(&Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, "", nil)
+				errs[i] = w.write(ctx, &Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, "", nil)
 			}()
 		}
 		wg.Wait()
@@ -72,7 +72,7 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 		if got.Sold != 5 || rows != 5 {
 			t.Errorf("after the writes: sold %d, %d order rows; want 5 and 5", got.Sold, rows)
 		}
-		if err := w.write(&Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "late"}, "", nil); !errors.Is(err, ErrSoldOut) {
+		if err := w.write(ctx, &Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "late"}, "", nil); !errors.Is(err, ErrSoldOut) {
 			t.Errorf("write after sell-out: got %v, want ErrSoldOut", err)
 		}
 	})

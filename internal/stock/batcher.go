@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -29,14 +30,29 @@ type batcher struct {
 	stop  chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
+	// settling counts the abandoned calls' settle functions still running.
+	settling sync.WaitGroup
 }
 
 type batchCall struct {
 	ctx   context.Context
 	build func(ctx context.Context, p redis.Pipeliner)
-	done  chan struct{}
-	err   error // set when the call was not sent
+	// settle, when set, runs once the call has been answered if its caller
+	// had stopped waiting (its context ended while the call was in flight):
+	// it undoes or finishes what the call did, since nobody else will.
+	settle func()
+	state  atomic.Int32 // callWaiting, then callAnswered or callAbandoned
+	done   chan struct{}
+	err    error // set when the call was not sent
 }
+
+// A call's state: the first of its sender and its caller to move it on
+// decides whether the caller reads the answer or settle runs.
+const (
+	callWaiting int32 = iota
+	callAnswered
+	callAbandoned
+)
 
 // newBatcher runs loops senders of at most max calls each.
 func newBatcher(rdb redis.UniversalClient, loops, max int) *batcher {
@@ -50,10 +66,13 @@ func newBatcher(rdb redis.UniversalClient, loops, max int) *batcher {
 
 // do queues build, which adds the call's commands to a pipeline, and waits
 // until they have been answered; the caller reads its commands. An error
-// means the commands were not sent, or that ctx ended first (then they may
-// have run).
-func (b *batcher) do(ctx context.Context, build func(ctx context.Context, p redis.Pipeliner)) error {
-	c := &batchCall{ctx: ctx, build: build, done: make(chan struct{})}
+// means the commands were not sent, or that ctx ended first: then they may
+// still run, and settle (when not nil) runs once they have been answered,
+// so a call whose effect needs its answer (a reservation) is settled
+// whatever happened to its caller. A call that was never sent is not
+// settled: it did nothing.
+func (b *batcher) do(ctx context.Context, build func(ctx context.Context, p redis.Pipeliner), settle func()) error {
+	c := &batchCall{ctx: ctx, build: build, settle: settle, done: make(chan struct{})}
 	select {
 	case b.calls <- c:
 	case <-ctx.Done():
@@ -65,7 +84,11 @@ func (b *batcher) do(ctx context.Context, build func(ctx context.Context, p redi
 	case <-c.done:
 		return c.err
 	case <-ctx.Done():
-		return ctx.Err()
+		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
+			return ctx.Err()
+		}
+		<-c.done // answered meanwhile: the answer stands
+		return c.err
 	}
 }
 
@@ -107,31 +130,49 @@ func (b *batcher) send(batch []*batchCall) {
 		_, _ = pipe.Exec(ctx) // each command carries its own result
 	}
 	for _, c := range batch {
+		if !c.state.CompareAndSwap(callWaiting, callAnswered) && c.err == nil && c.settle != nil {
+			b.settling.Add(1)
+			go func() {
+				defer b.settling.Done()
+				c.settle()
+			}()
+		}
 		close(c.done)
 	}
 }
 
-// close stops the loops; calls not yet taken are refused.
+// close stops the loops, then waits for the settling of abandoned calls;
+// calls not yet taken are refused.
 func (b *batcher) close() {
 	b.once.Do(func() { close(b.stop) })
 	b.wg.Wait()
+	b.settling.Wait()
 }
 
 // runScript runs script through the batcher: EVALSHA in a shared pipeline,
-// and, if Redis lost its script cache (NOSCRIPT), once more alone with
-// go-redis's EVAL fallback (NOSCRIPT means it did not run).
-func (b *batcher) runScript(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	var cmd *redis.Cmd
-	err := b.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
-		cmd = p.EvalSha(ctx, script.Hash(), keys, args...)
-	})
-	if err != nil {
-		cmd = redis.NewCmd(ctx)
-		cmd.SetErr(err)
-		return cmd
+// and, if Redis lost its script cache (NOSCRIPT means it did not run), loads
+// it and sends it once more. settle is as for do: it runs when the caller's
+// context ended while the script was in flight.
+func (b *batcher) runScript(ctx context.Context, script *redis.Script, settle func(), keys []string, args ...any) *redis.Cmd {
+	for attempt := 0; ; attempt++ {
+		var cmd *redis.Cmd
+		err := b.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+			cmd = p.EvalSha(ctx, script.Hash(), keys, args...)
+		}, settle)
+		if err != nil {
+			// cmd may still be written by the sender: answer with another.
+			failed := redis.NewCmd(ctx)
+			failed.SetErr(err)
+			return failed
+		}
+		if attempt > 0 || !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			return cmd
+		}
+		// SCRIPT LOAD changes nothing but the cache: safe to abandon.
+		if err := script.Load(ctx, b.rdb).Err(); err != nil {
+			cmd = redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		}
 	}
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		return script.Run(ctx, b.rdb, keys, args...)
-	}
-	return cmd
 }

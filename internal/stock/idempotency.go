@@ -27,7 +27,7 @@ func (s *Service) claim(ctx context.Context, req OrderRequest) (state, orderID s
 	if err := s.batch.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
 		cmd = p.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
 			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
-	}); err != nil {
+	}, nil); err != nil { // an abandoned claim leaves the key pending: its retry goes on
 		return "", "", redisError("claim idempotency key", err)
 	}
 	return claimState(cmd.Val(), cmd.Err(), req.UserID)
@@ -66,7 +66,7 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *Item, req OrderRequest) 
 		if it.Strategy == StrategyLua {
 			reserved = p.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
 		}
-	})
+	}, nil)
 	if err == nil && reserved != nil {
 		err = reserved.Err()
 	}

@@ -58,7 +58,7 @@ func (s *LockStrategy) Buy(ctx context.Context, it *Item, req OrderRequest, orde
 		return nil, err
 	}
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	if err := s.writer.write(o, req.IdempotencyKey, committed); err != nil {
+	if err := s.writer.write(ctx, o, req.IdempotencyKey, committed); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -73,7 +73,7 @@ func (s *LockStrategy) hold(ctx context.Context, itemID int64) (int64, error) {
 		return h.l.Fence(), nil
 	}
 	if h != nil {
-		s.release(itemID, h)
+		s.release(ctx, itemID, h) // within the callers' deadline too
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.wait)
 	defer cancel()
@@ -94,13 +94,13 @@ func (s *LockStrategy) done(itemID int64, more bool) {
 		return
 	}
 	if v, ok := s.held.Load(itemID); ok {
-		s.release(itemID, v.(*heldLock))
+		s.release(context.Background(), itemID, v.(*heldLock))
 	}
 }
 
-func (s *LockStrategy) release(itemID int64, h *heldLock) {
+func (s *LockStrategy) release(ctx context.Context, itemID int64, h *heldLock) {
 	s.held.Delete(itemID)
-	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	ctx, cancel := context.WithTimeout(ctx, s.ttl)
 	defer cancel()
 	// A lapsed lease is harmless (the fence guarded the writes), but worth
 	// knowing about.

@@ -55,7 +55,11 @@ func (s *Service) placeAsync(ctx context.Context, it *Item, req OrderRequest) (*
 	args := []any{req.UserID, id.String(), now.UnixMilli(), it.ID, req.IdempotencyKey,
 		int64(s.cfg.IdempotencyTTL / time.Second), int64(s.cfg.Async.PendingTTL / time.Second)}
 	for attempt := 0; ; attempt++ {
-		res, err := s.batch.runScript(ctx, enqueueScript, keys, args...).StringSlice()
+		// An enqueue abandoned in flight needs no settling: the script is
+		// atomic, and the order it queued is written like any other (the
+		// lost 202 is found by a keyed retry; a retry without a key hears
+		// already_purchased, which is true).
+		res, err := s.batch.runScript(ctx, enqueueScript, nil, keys, args...).StringSlice()
 		if err != nil {
 			return nil, false, redisError("enqueue", err)
 		}
@@ -107,7 +111,7 @@ func (s *Service) soldOutAsync(ctx context.Context, it *Item, req OrderRequest) 
 	var cmd *redis.StringCmd
 	if err := s.batch.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
 		cmd = p.Get(ctx, s.keys.idem(it.ID, req.IdempotencyKey))
-	}); err != nil {
+	}, nil); err != nil {
 		return nil, false, redisError("read idempotency key", err)
 	}
 	prev, err := cmd.Result()

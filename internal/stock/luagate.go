@@ -52,8 +52,14 @@ type LuaGate struct {
 	// strategy needs (lua-async also counts its queue); nil: seed.
 	rebuild func(ctx context.Context, itemID int64) error
 
-	// Hand-backs that failed (Redis down) are retried in the background by
-	// goroutines that Close stops and waits for.
+	// orphanAfter is the age past which a reservation without an order
+	// belongs to a writer that died between the gate and the commit (see
+	// orphanWindow).
+	orphanAfter time.Duration
+
+	// Hand-backs that failed (Redis down), and writes whose outcome is
+	// unknown, are settled in the background by goroutines that Close stops
+	// and waits for.
 	retries sync.WaitGroup
 	closing chan struct{}
 	once    sync.Once
@@ -62,13 +68,23 @@ type LuaGate struct {
 var _ Strategy = (*LuaGate)(nil)
 
 func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
-	return &LuaGate{store: store, writer: newOrderWriter(store, nil), rdb: rdb, keys: keys, log: log, closing: make(chan struct{})}
+	return &LuaGate{store: store, writer: newOrderWriter(store, nil), rdb: rdb, keys: keys, log: log,
+		orphanAfter: orphanWindow(defaultRequestTimeout), closing: make(chan struct{})}
 }
 
-// orphanAfter is the age past which a reservation without an order belongs
-// to a writer that died between the gate and the commit: no request lives
-// that long (it is bounded by the request deadline).
-const orphanAfter = time.Minute
+// orphanWindow is how old a reservation without an order must be before it
+// is taken for an orphan, for orders whose requests live at most
+// requestTimeout. A live request's write always ends before its deadline
+// (the order writer's transactions end before the earliest deadline of
+// their batch), so a reservation older than that can only gain an order
+// from a commit whose answer was lost, which the hand-back then notices as
+// a sold-out gate (see handback.lua), never as an oversell. The margin
+// covers clocks that differ between instances (the age is read from the
+// order id, a UUIDv7 stamped by the instance that reserved). At least a
+// minute.
+func orphanWindow(requestTimeout time.Duration) time.Duration {
+	return max(time.Minute, requestTimeout+30*time.Second)
+}
 
 // Buy reserves a unit in Redis, then writes the order.
 func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID string, committed func(*Order)) (*Order, error) {
@@ -87,22 +103,29 @@ func (g *LuaGate) Buy(ctx context.Context, it *Item, req OrderRequest, orderID s
 		return nil, err
 	}
 	o := &Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	err = g.writer.write(o, req.IdempotencyKey, committed)
-	if err == nil {
+	err = g.writer.write(ctx, o, req.IdempotencyKey, committed)
+	switch {
+	case err == nil:
 		return o, nil
+	case errors.Is(err, errMaybeCommitted):
+		g.resolve(it.ID, req.UserID, orderID)
+	case errors.Is(err, ErrSoldOut):
+		g.handBack(ctx, it.ID, req.UserID, orderID, stockSeen)
+	default:
+		g.handBack(ctx, it.ID, req.UserID, orderID, "")
 	}
-	soldOutAt := ""
-	if errors.Is(err, ErrSoldOut) {
-		soldOutAt = stockSeen
-	}
-	g.handBack(it.ID, req.UserID, orderID, soldOutAt)
 	return nil, err
 }
 
-// reserve runs the gate script and returns the gate's stock it saw.
+// reserve runs the gate script and returns the gate's stock it saw. If ctx
+// ends while the script is in flight, the script may still reserve a unit
+// that nobody will write: it is handed back once the script has answered
+// (the hand-back only takes back a reservation of this very order id).
 func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string) (string, error) {
+	abandoned := func() { g.handBack(context.Background(), it.ID, userID, orderID, "") }
 	for attempt := 0; ; attempt++ {
-		res, err := g.batch.runScript(ctx, reserveScript, []string{g.keys.meta(it.ID), g.keys.buyers(it.ID)},
+		res, err := g.batch.runScript(ctx, reserveScript, abandoned,
+			[]string{g.keys.meta(it.ID), g.keys.buyers(it.ID), voidKey(g.keys, it.ID, orderID)},
 			userID, orderID, time.Now().UnixMilli()).StringSlice()
 		if err != nil {
 			return "", redisError("reserve", err)
@@ -117,6 +140,10 @@ func (g *LuaGate) reserve(ctx context.Context, it *Item, userID, orderID string)
 			return "", &dupError{orderID: res[1]}
 		case "sold_out":
 			return "", ErrSoldOut
+		case "void":
+			// Handed back already: its caller gave up (a rerun reached
+			// Redis after the hand-back).
+			return "", fmt.Errorf("redis: reserve: attempt %s was given up: %w", orderID, ErrUnavailable)
 		case "not_started":
 			return "", ErrSaleNotStarted
 		case "ended":
@@ -209,7 +236,7 @@ func (g *LuaGate) orphaned(ctx context.Context, orderID string) bool {
 		return false
 	}
 	sec, nsec := id.Time().UnixTime()
-	if time.Since(time.Unix(sec, nsec)) < orphanAfter {
+	if time.Since(time.Unix(sec, nsec)) < g.orphanAfter {
 		return false
 	}
 	_, err = g.store.Order(ctx, orderID)
@@ -217,11 +244,12 @@ func (g *LuaGate) orphaned(ctx context.Context, orderID string) bool {
 }
 
 // handBack returns a reservation whose write failed. It must not depend on
-// the request's context, which may be what failed; when Redis is down too it
-// keeps trying in the background for a while.
-func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
-	try := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+// the request's context, which may be what failed: it tries once while ctx
+// has time left (so the user can buy again at once), and otherwise, or when
+// Redis is down too, keeps trying in the background for a while.
+func (g *LuaGate) handBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) {
+	try := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		back, err := g.handBackNow(ctx, itemID, userID, orderID, soldOutAt)
 		if back && soldOutAt == "" && g.returned != nil {
@@ -229,13 +257,25 @@ func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
 		}
 		return err
 	}
-	if err := try(); err == nil {
-		return
+	delay := time.Duration(0)
+	if ctx.Err() == nil {
+		// The request's time left, but not its cancellation: a client
+		// that goes away now must not cut the hand-back short.
+		tctx := context.WithoutCancel(ctx)
+		cancel := context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok {
+			tctx, cancel = context.WithDeadline(tctx, deadline)
+		}
+		err := try(tctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		delay = 100 * time.Millisecond
 	}
 	g.retries.Add(1)
 	go func() {
 		defer g.retries.Done()
-		delay := 100 * time.Millisecond
 		for i := 0; i < 20; i++ {
 			select {
 			case <-g.closing:
@@ -243,21 +283,73 @@ func (g *LuaGate) handBack(itemID int64, userID, orderID, soldOutAt string) {
 				return
 			case <-time.After(delay):
 			}
-			if err := try(); err == nil {
+			if err := try(context.Background()); err == nil {
 				return
 			} else if i == 19 {
 				g.log.Error("hand-back failed; the unit stays reserved until reconciled", "item", itemID, "user", userID, "order", orderID, "err", err)
 			}
-			delay = min(2*delay, 5*time.Second)
+			delay = min(max(2*delay, 100*time.Millisecond), 5*time.Second)
 		}
 	}()
+}
+
+// resolve settles a reservation whose write may have committed although
+// its caller heard 503 (the database stopped answering during the commit).
+// It asks the database, as soon as it answers, whether the order is there:
+// if it is, the unit is sold and the reservation stays (the user's retry,
+// or a replay of the same Idempotency-Key, finds the order); if not, the
+// unit is handed back. "Not there" must be heard twice, a second apart: a
+// commit held in a stalled connection reaches the database when it heals,
+// at about the moment the first question does.
+func (g *LuaGate) resolve(itemID int64, userID, orderID string) {
+	g.retries.Add(1)
+	go func() {
+		defer g.retries.Done()
+		delay := 250 * time.Millisecond
+		absent := 0
+		for i := 0; i < 60; i++ {
+			select {
+			case <-g.closing:
+				g.log.Warn("write outcome unknown at shutdown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
+				return
+			case <-time.After(delay):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := g.store.Order(ctx, orderID)
+			cancel()
+			switch {
+			case err == nil:
+				g.log.Info("write answered 503 had committed; the order stands", "item", itemID, "user", userID, "order", orderID)
+				return
+			case errors.Is(err, ErrNotFound):
+				if absent++; absent == 2 {
+					g.handBack(context.Background(), itemID, userID, orderID, "")
+					return
+				}
+				delay = time.Second
+				continue
+			}
+			absent = 0
+			delay = min(2*delay, 2*time.Second)
+		}
+		g.log.Error("write outcome still unknown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
+	}()
+}
+
+// voidTTL is how long a handed-back attempt stays void: far longer than a
+// reserve command can wander in a stalled connection.
+const voidTTL = 10 * time.Minute
+
+// voidKey marks an attempt that was handed back (see reserve.lua).
+func voidKey(k keyspace, itemID int64, orderID string) string {
+	return k.item(itemID) + ":void:" + orderID
 }
 
 // handBackNow runs the hand-back script once and reports whether the unit
 // went back to the gate.
 func (g *LuaGate) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
-	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID), g.keys.released(itemID)}
-	back, err := handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt).Int()
+	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID), g.keys.released(itemID), voidKey(g.keys, itemID, orderID)}
+	back, err := handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second)).Int()
 	if err != nil {
 		return false, redisError("hand back", err)
 	}

@@ -216,7 +216,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*Reconciliation,
 			if snap.done[o] || snap.buyers[u] != "" {
 				continue
 			}
-			if reservationAge(o) >= orphanAfter {
+			if reservationAge(o) >= s.gate.orphanAfter {
 				plan.orphans[u] = o
 				r.Orphaned++
 			} else {
@@ -236,7 +236,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*Reconciliation,
 			r.GateTaken, r.ExpectedTaken, r.Sold, inFlight, r.Orphaned))
 	}
 	if r.Orphaned > 0 {
-		r.Drift = append(r.Drift, fmt.Sprintf("%d reservations over %s old have no order: their writer died; they hold units until handed back", r.Orphaned, orphanAfter))
+		r.Drift = append(r.Drift, fmt.Sprintf("%d reservations over %s old have no order: their writer died; they hold units until handed back", r.Orphaned, s.gate.orphanAfter))
 	}
 	if r.SoldOutMark && r.ExpectedTaken < r.Stock {
 		r.Drift = append(r.Drift, fmt.Sprintf("the gate is marked sold out, but %d units are left", r.Stock-r.ExpectedTaken))

@@ -38,6 +38,16 @@ type Config struct {
 	LockWait time.Duration
 	// IdempotencyTTL is how long an Idempotency-Key stays bound to its user. Default 24h.
 	IdempotencyTTL time.Duration
+	// RequestTimeout is the longest an order request lives (the handler's
+	// bound): a caller without a deadline waits for its write at most this
+	// long, and a lua reservation without an order is taken for an orphan
+	// only once it is well older than this. Default 10s.
+	RequestTimeout time.Duration
+	// WriteTimeout bounds each step (a statement, the commit) of a lua or
+	// lock order transaction (group commit), after the item's lock is
+	// held: a stalled database answers 503 in about this long, while a
+	// large batch on a busy database still gets a budget per step. Default 1s.
+	WriteTimeout time.Duration
 	// ReplayWait bounds how long a replay waits for its original, still in
 	// flight, to commit. Default 5s (under the 10s request bound).
 	ReplayWait time.Duration
@@ -82,6 +92,12 @@ func (c *Config) withDefaults() {
 	}
 	if c.IdempotencyTTL == 0 {
 		c.IdempotencyTTL = 24 * time.Hour
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = defaultRequestTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = defaultWriteTimeout
 	}
 	if c.ReplayWait == 0 {
 		c.ReplayWait = 5 * time.Second
@@ -138,6 +154,8 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys, batch: newBatcher(rdb, batchLoops, batchMax)}
 	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
 	s.gate.returned = s.restocked
+	s.gate.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
+	s.gate.orphanAfter = orphanWindow(cfg.RequestTimeout)
 	s.gate.batch = s.batch
 	s.gate.rebuild = func(ctx context.Context, id int64) error {
 		it, err := s.routing(ctx, id)
@@ -147,6 +165,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 		return s.rebuildGate(ctx, id, it.Strategy)
 	}
 	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
+	s.locked.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
 	s.strategies = map[string]Strategy{StrategyLua: s.gate, StrategyLock: s.locked}
 	switch cfg.Async.Durability {
 	case DurabilityMemory:

@@ -41,6 +41,9 @@ func StartLogged(t testing.TB, b testenv.Backend, log *slog.Logger, edit ...func
 	if b.Mini != nil {
 		cfg.RedisTimeout = 10 * time.Second // as the embedded default
 	}
+	// Likewise each step of an order's transaction, which includes the
+	// wait for a pooled connection (the production default is 1s).
+	cfg.DBTimeout = 5 * time.Second
 	for _, e := range edit {
 		e(&cfg)
 	}

@@ -2,11 +2,17 @@
 -- KEYS[1] item meta hash: stock, taken, starts, ends (unix ms, 0 = none),
 --         soldout (the stock at which the database said sold out, or '')
 -- KEYS[2] buyers hash: user id -> order id
+-- KEYS[3] void marker of this attempt: set by a hand-back, so an attempt
+--         whose caller gave up and that reaches Redis only after its
+--         hand-back (a stalled connection delivers it late) takes nothing
 -- ARGV[1] user id, ARGV[2] order id of this attempt, ARGV[3] now (unix ms)
 -- Returns {status, order id, stock seen}. A rerun of the same attempt (go-redis retries
 -- EVALSHA after a lost reply) finds its own order id and answers ok again.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'missing', '', ''}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'void', '', ''}
 end
 local prev = redis.call('HGET', KEYS[2], ARGV[1])
 if prev == ARGV[2] then
