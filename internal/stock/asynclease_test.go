@@ -236,7 +236,7 @@ func TestDatabaseStallStealsNothing(t *testing.T) {
 	rdb := b.Redis(t)
 	stream := api.keys.stream(it.ID)
 	const stall = 12 * time.Second
-	maxCount, owners := stallWatch(t, rdb, stream, stall)
+	maxCount, owners := watchPendingDuring(t, rdb, stream, stall)
 	release()
 	awaitWritten(t, api, ids, 20*time.Second)
 
@@ -253,9 +253,9 @@ func TestDatabaseStallStealsNothing(t *testing.T) {
 	}
 }
 
-// stallWatch polls the stream's pending entries for d and returns the most
+// watchPendingDuring polls the stream's pending entries for d and returns the most
 // deliveries seen of one entry and the consumers seen owning entries.
-func stallWatch(t *testing.T, rdb *redis.Client, stream string, d time.Duration) (int64, map[string]bool) {
+func watchPendingDuring(t *testing.T, rdb *redis.Client, stream string, d time.Duration) (int64, map[string]bool) {
 	t.Helper()
 	ctx := context.Background()
 	var maxCount int64
