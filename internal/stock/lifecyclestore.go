@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // The order lifecycle in the database. Every transition out of "created"
@@ -32,6 +34,31 @@ func (s *Store) payOrder(ctx context.Context, id string, now time.Time) (bool, e
 // in the same statement. It reports whether this call made the change; only
 // that call has taken sold down.
 func (s *Store) cancelOrder(ctx context.Context, o *Order, now time.Time, expiry, returned bool) (won bool, err error) {
+	for attempt := 1; ; attempt++ {
+		won, err = s.cancelOrderOnce(ctx, o, now, expiry, returned)
+		if attempt < deadlockAttempts && isDeadlock(err) && ctx.Err() == nil {
+			continue
+		}
+		return won, err
+	}
+}
+
+// deadlockAttempts bounds how often a lifecycle transaction that InnoDB
+// chose as a deadlock victim is run again. The cancel locks the order row,
+// then the item's; a writer's batch inserts orders (index locks), then
+// updates the item: the two can deadlock. InnoDB rolls the victim back
+// whole, and the conditional UPDATE on status makes a rerun safe: it wins
+// only if nothing else did meanwhile.
+const deadlockAttempts = 3
+
+// isDeadlock reports whether err is MySQL's deadlock (1213), whose
+// transaction was rolled back whole and may simply run again.
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}
+
+func (s *Store) cancelOrderOnce(ctx context.Context, o *Order, now time.Time, expiry, returned bool) (won bool, err error) {
 	q := "UPDATE orders SET status = ?, updated_at = ?"
 	args := []any{StatusCancelled, now}
 	if returned {
