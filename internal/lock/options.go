@@ -77,10 +77,11 @@ type Options struct {
 	// resource has stored. An error from FenceFloor fails the Obtain with
 	// ErrNotObtained and that error. Default nil: fences restart after a loss.
 	//
-	// A holder that got its fence before the loss but has not written yet may
-	// hold a fence at or above the new ones; the resource's check still keeps
-	// its writes in fence order, and a lease outlives the loss by at most its
-	// TTL.
+	// Limit: a holder that got its fence before the loss but had not written
+	// with it yet may hold a fence equal to or above the first new ones (the
+	// resource never saw it), so until its lease ends (at most its TTL) it
+	// is not refused; the resource's own checks must stay safe with that, as
+	// the stock database's conditional UPDATE is.
 	FenceFloor func(ctx context.Context) (int64, error)
 
 	// FairWaiterTimeout is how long a fair waiter stays in the queue without
