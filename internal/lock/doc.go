@@ -14,6 +14,9 @@
 //
 //   - Setting the value and the TTL happen in one script, so there is never
 //     a lock without a TTL, and nobody "takes over" a lock by reading its TTL.
+//     A lock found without a TTL (set by some other client in two steps) is
+//     given one by the next contender's script, so it expires once and one
+//     contender gets it; it is never taken over on the spot.
 //   - TTLs are time.Duration, at least 1ms, sent as PX milliseconds rounded
 //     up; there are no seconds/milliseconds mix-ups and no truncation to 0.
 //   - Release, Refresh and TTL check the owner token inside the script, so a

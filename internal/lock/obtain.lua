@@ -76,8 +76,17 @@ if fair then
 end
 
 if owner then
+  local pttl = redis.call('PTTL', lockKey)
+  if pttl == -1 then
+    -- A lock without a TTL (set in two steps by a client that crashed in
+    -- between) would block everyone forever. Give it one lease: it then
+    -- expires like any other, and one contender gets it. Never take it over
+    -- here: every contender would.
+    redis.call('PEXPIRE', lockKey, ttl)
+    pttl = ttl
+  end
   if fair then enqueue(now) end
-  return {0, redis.call('PTTL', lockKey)}
+  return {0, pttl}
 end
 
 if fair and head and head ~= id then
