@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,9 +68,10 @@ func checkSold(t *testing.T, b testenv.Backend, c *apptest.Client, itemID, want 
 	}
 }
 
-// Redis loses the item's keys in the middle of a sale (a restart without
-// persistence, a FLUSHALL): the gate is rebuilt from the database and the
-// item still sells exactly its stock.
+// Redis loses every key of the item in the middle of a sale (a restart
+// without persistence, a FLUSHALL), the lock's fence counter included: the
+// gate is rebuilt from the database, the fence counter is seeded above the
+// database's fence, and the item still sells exactly its stock.
 func TestRedisDataLossMidSale(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
@@ -80,8 +82,17 @@ func TestRedisDataLossMidSale(t *testing.T) {
 				it := c.CreateItem(t, 200, strategy)
 				lose := func() {
 					ctx := context.Background()
-					for _, k := range []string{"meta", "buyers", "lock"} {
-						rdb.Del(ctx, fmt.Sprintf("%s:{item:%d}:%s", b.KeyPrefix, it.ID, k))
+					keys, err := rdb.Keys(ctx, fmt.Sprintf("%s:{item:%d}*", b.KeyPrefix, it.ID)).Result()
+					if err != nil {
+						t.Errorf("list the item's keys: %v", err)
+						return
+					}
+					if err := rdb.Del(ctx, keys...).Err(); err != nil {
+						t.Errorf("delete the item's keys: %v", err)
+					}
+					fence := fmt.Sprintf("%s:{item:%d}:lock:fence", b.KeyPrefix, it.ID)
+					if strategy == "lock" && !slices.Contains(keys, fence) {
+						t.Errorf("the fence counter %s was not among the keys lost: %v", fence, keys)
 					}
 				}
 				created := stampede(t, c, it.ID, 300, 32, lose)

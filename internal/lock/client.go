@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -162,25 +163,61 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	return nil, ErrNotObtained
 }
 
-// try runs the acquire script once.
+// maxSeeds bounds how often one try re-seeds a fence counter that keeps
+// vanishing (Redis losing its data again and again).
+const maxSeeds = 3
+
+// try runs the acquire script once, seeding the fence counter first when it
+// is missing and Options.FenceFloor is set.
 func (a *attempt) try(ev *ObtainEvent) (*Lock, int64, error) {
-	ev.Attempts++
 	k := a.keys
-	sent := time.Now()
-	res, err := obtainScript.Run(a.ctx, a.c.rdb,
-		[]string{k.lock, k.fence, k.queue, k.deadline},
-		a.token, a.id, pxMillis(a.ttl), flag(a.s.Reentrant), flag(a.s.Fair), a.queueForMs,
-	).Int64Slice()
+	for seeds := 0; ; seeds++ {
+		ev.Attempts++
+		sent := time.Now()
+		res, err := obtainScript.Run(a.ctx, a.c.rdb,
+			[]string{k.lock, k.fence, k.queue, k.deadline},
+			a.token, a.id, pxMillis(a.ttl), flag(a.s.Reentrant), flag(a.s.Fair), a.queueForMs,
+			flag(a.s.FenceFloor != nil),
+		).Int64Slice()
+		if err != nil {
+			return nil, 0, a.abandon(err)
+		}
+		if len(res) != 2 {
+			return nil, 0, errors.Join(ErrNotObtained, errors.New("lock: unexpected acquire reply"))
+		}
+		switch res[0] {
+		case 1:
+			return newLock(a, res[1], sent), 0, nil
+		case 2:
+			if seeds == maxSeeds {
+				return nil, 0, errors.Join(ErrNotObtained, fmt.Errorf("lock: fence counter of %q lost %d times in a row", a.key, seeds+1))
+			}
+			if err := a.seed(); err != nil {
+				return nil, 0, errors.Join(ErrNotObtained, err)
+			}
+			ev.Seeded++
+		default:
+			return nil, res[1], nil
+		}
+	}
+}
+
+// seed raises the missing fence counter to the guarded resource's highest
+// fence. The script only raises it, so concurrent seeders are safe, and
+// obtain.lua grants nothing while it is missing, so a counter lost again
+// after the seed is noticed and seeded again.
+func (a *attempt) seed() error {
+	floor, err := a.s.FenceFloor(a.ctx)
 	if err != nil {
-		return nil, 0, a.abandon(err)
+		return fmt.Errorf("lock: fence floor of %q: %w", a.key, err)
 	}
-	if len(res) != 2 {
-		return nil, 0, errors.Join(ErrNotObtained, errors.New("lock: unexpected acquire reply"))
+	if floor < 0 {
+		return fmt.Errorf("lock: fence floor of %q is negative: %d", a.key, floor)
 	}
-	if res[0] == 1 {
-		return newLock(a, res[1], sent), 0, nil
+	if err := seedScript.Run(a.ctx, a.c.rdb, []string{a.keys.fence}, floor).Err(); err != nil {
+		return fmt.Errorf("lock: seed fence counter of %q: %w", a.key, err)
 	}
-	return nil, res[1], nil
+	return nil
 }
 
 // abandon handles a failed acquire call. If the script may have run (the

@@ -95,3 +95,29 @@ func ExampleLock_Context() {
 	// lock: lease may have lapsed
 	// lock: not held: expired
 }
+
+// Fences stay monotonic when Redis loses the counter: FenceFloor reports the
+// highest fence the guarded resource has stored (here a variable standing
+// for SELECT lock_fence FROM items WHERE id = ?).
+func ExampleOptions_fenceFloor() {
+	ctx := context.Background()
+	rdb, prefix := exampleRedis()
+	defer cleanupExample(rdb, prefix)
+	locker := lock.New(rdb, nil)
+	defer locker.Close()
+
+	key := prefix + ":{item:7}:lock"
+	stored := int64(41) // the resource has accepted fences up to 41
+	opt := &lock.Options{FenceFloor: func(context.Context) (int64, error) { return stored, nil }}
+
+	rdb.Del(ctx, key+":fence") // Redis lost the counter
+	l, err := locker.Obtain(ctx, key, 5*time.Second, opt)
+	if err != nil {
+		fmt.Println("busy:", err)
+		return
+	}
+	fmt.Println("fence:", l.Fence())
+	_ = l.Release(ctx)
+	// Output:
+	// fence: 42
+}

@@ -156,9 +156,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	return err
 }
 
-// Refresh resets the lock's TTL to ttl if the caller still holds it. It never
-// brings back an expired lock: it returns ErrExpired or ErrHeldByOther
-// instead (and cancels the lease context).
+// Refresh makes the lock live at least ttl more if the caller still holds
+// it: it extends the key's TTL to ttl when that is longer than what is left,
+// and never shortens it, because another acquisition of the same owner
+// (Options.Reentrant) may hold a longer lease. The lease context then runs
+// until the later of the two. Refresh never brings back an expired lock: it
+// returns ErrExpired or ErrHeldByOther instead (and cancels the lease
+// context).
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.refresh(ctx, ttl, false)
 }
@@ -173,7 +177,9 @@ func (l *Lock) refresh(ctx context.Context, ttl time.Duration, watchdog bool) er
 	sent := time.Now()
 	res, err := l.run(ctx, pxMillis(ttl))
 	if err == nil && res >= 0 {
-		l.extendLease(sent, ttl)
+		// The key may hold more than ttl (refresh.lua never shortens it):
+		// the lease runs until the later of the two.
+		l.extendLease(sent, max(ttl, time.Duration(res)*time.Millisecond))
 		return nil
 	}
 	if err == nil {

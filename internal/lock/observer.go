@@ -26,6 +26,7 @@ type ObtainEvent struct {
 	Waited   time.Duration // time spent sleeping or waiting for a wake-up
 	Latency  time.Duration // whole Obtain call
 	Fair     bool
+	Seeded   int   // fence counters found missing and seeded (Options.FenceFloor)
 	Err      error // nil when obtained
 }
 

@@ -4,24 +4,39 @@
 -- KEYS[3] fair queue (list of attempt ids)   KEYS[4] fair deadlines (zset attempt id -> ms)
 -- ARGV[1] owner token   ARGV[2] attempt id   ARGV[3] ttl in ms
 -- ARGV[4] "1" = reentrant   ARGV[5] "1" = fair   ARGV[6] ms a queued waiter stays queued (0 = do not queue)
--- Returns {1, fence} when the caller holds the lock, {0, pttl} when not (pttl -1 = unknown).
+-- ARGV[7] "1" = the fence counter must exist (the caller seeds it from the guarded resource)
+-- Returns {1, fence} when the caller holds the lock, {0, pttl} when not (pttl -1 = unknown),
+--         {2, 0} when the fence counter is missing and must be seeded first (nothing changed).
 local lockKey, fenceKey, queueKey, deadlineKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local token, id, ttl = ARGV[1], ARGV[2], ARGV[3]
+local token, id, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local field = 'a:' .. id
 local reentrant, fair, queueFor = ARGV[4] == '1', ARGV[5] == '1', tonumber(ARGV[6])
+local seeded = ARGV[7] == '1'
+
+-- Only ever lengthen: another acquisition of the same owner may hold a longer lease.
+local function extend()
+  if redis.call('PTTL', lockKey) < ttl then redis.call('PEXPIRE', lockKey, ttl) end
+end
 
 local owner = redis.call('HGET', lockKey, 'owner')
 if owner == token then
   local fence = redis.call('HGET', lockKey, field)
   if fence then
     -- The reply to an earlier run of this attempt was lost and the call is being retried.
-    redis.call('PEXPIRE', lockKey, ttl)
+    extend()
     return {1, tonumber(fence)}
   end
+end
+
+-- A missing counter means Redis lost it: INCR would restart fences at 1, below
+-- fences the guarded resource has already seen.
+if seeded and redis.call('EXISTS', fenceKey) == 0 then return {2, 0} end
+
+if owner == token then
   if reentrant then
-    fence = redis.call('INCR', fenceKey)
+    local fence = redis.call('INCR', fenceKey)
     redis.call('HSET', lockKey, field, fence)
-    redis.call('PEXPIRE', lockKey, ttl)
+    extend()
     return {1, fence}
   end
   return {0, redis.call('PTTL', lockKey)}
@@ -61,8 +76,17 @@ if fair then
 end
 
 if owner then
+  local pttl = redis.call('PTTL', lockKey)
+  if pttl == -1 then
+    -- A lock without a TTL (set in two steps by a client that crashed in
+    -- between) would block everyone forever. Give it one lease: it then
+    -- expires like any other, and one contender gets it. Never take it over
+    -- here: every contender would.
+    redis.call('PEXPIRE', lockKey, ttl)
+    pttl = ttl
+  end
   if fair then enqueue(now) end
-  return {0, redis.call('PTTL', lockKey)}
+  return {0, pttl}
 end
 
 if fair and head and head ~= id then

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -51,7 +52,9 @@ type Options struct {
 	Owner *Owner
 
 	// Reentrant lets Owner obtain a lock it already holds; every acquisition
-	// refreshes the TTL, gets a new fence and must be released on its own.
+	// gets a new fence and must be released on its own. A re-entry extends
+	// the key's TTL to its own TTL when that is longer, and never shortens
+	// it: the other acquisitions keep at least the lease they were given.
 	// Requires Owner. Default false: an owner asking again is refused like
 	// anybody else (it waits, or gets ErrNotObtained).
 	Reentrant bool
@@ -60,6 +63,26 @@ type Options struct {
 	// whoever retries first. Use it for every Obtain on a key or for none:
 	// non-fair callers do not look at the queue. Default false.
 	Fair bool
+
+	// FenceFloor, when non-nil, keeps fences monotonic across Redis losing
+	// its data. The fence counter is an ordinary key: a restart without
+	// persistence, FLUSHALL or eviction loses it, and without FenceFloor
+	// fences start again at 1, below fences the guarded resource has already
+	// seen, so it refuses every holder as stale until the counter climbs
+	// back. With FenceFloor, no lock is granted while the counter is missing:
+	// Obtain calls FenceFloor for the highest fence the resource has seen
+	// (e.g. SELECT lock_fence FROM items WHERE id = ?), raises the counter to
+	// it in one script that only ever raises it (so instances seeding at once
+	// are safe), and tries again; the next fence is above every fence the
+	// resource has stored. An error from FenceFloor fails the Obtain with
+	// ErrNotObtained and that error. Default nil: fences restart after a loss.
+	//
+	// Limit: a holder that got its fence before the loss but had not written
+	// with it yet may hold a fence equal to or above the first new ones (the
+	// resource never saw it), so until its lease ends (at most its TTL) it
+	// is not refused; the resource's own checks must stay safe with that, as
+	// the stock database's conditional UPDATE is.
+	FenceFloor func(ctx context.Context) (int64, error)
 
 	// FairWaiterTimeout is how long a fair waiter stays in the queue without
 	// polling before it is dropped, so a dead waiter blocks the queue at most

@@ -32,7 +32,7 @@ func TestReentrancyCounts(t *testing.T) {
 		t.Errorf("fences %d then %d, tokens %q %q (owner %q)", outer.Fence(), inner.Fence(), outer.Token(), inner.Token(), owner.Token())
 	}
 	if d := pttl(t, rdb, redisKey); d <= 59*time.Second {
-		t.Errorf("re-entry did not refresh the TTL: %v", d)
+		t.Errorf("a longer re-entry did not extend the TTL: %v", d)
 	}
 	if _, err := c.Obtain(ctx, key, time.Minute, &lock.Options{Owner: owner}); !errors.Is(err, lock.ErrNotObtained) {
 		t.Errorf("non-reentrant Obtain by the holder = %v, want ErrNotObtained", err)
@@ -190,5 +190,54 @@ func TestSeedHole_LocalMapRace(t *testing.T) {
 				t.Errorf("%s still locked", k)
 			}
 		}
+	}
+}
+
+// A re-entry or a Refresh with a shorter TTL never shortens the lock: the
+// outer acquisition was promised its lease, and another owner must not get
+// the lock while that lease runs.
+func TestReentryAndRefreshNeverShorten(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	c := newClient(t, rdb, nil)
+	key := testKey(t, rdb)
+	redisKey := "{" + key + "}"
+	owner := lock.NewOwner()
+	reentrant := &lock.Options{Owner: owner, Reentrant: true}
+
+	outer, err := c.Obtain(ctx, key, 10*time.Second, reentrant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Release(ctx)
+	inner, err := c.Obtain(ctx, key, 100*time.Millisecond, reentrant)
+	if err != nil {
+		t.Fatalf("re-entry: %v", err)
+	}
+	if d := pttl(t, rdb, redisKey); d < 9*time.Second {
+		t.Errorf("a 100ms re-entry cut the outer 10s lease to PTTL %v", d)
+	}
+	if err := inner.Refresh(ctx, 50*time.Millisecond); err != nil {
+		t.Fatalf("inner Refresh: %v", err)
+	}
+	if err := outer.Refresh(ctx, 20*time.Millisecond); err != nil {
+		t.Fatalf("outer Refresh: %v", err)
+	}
+	if d := pttl(t, rdb, redisKey); d < 9*time.Second {
+		t.Errorf("Refresh with 50ms and 20ms cut the lease to PTTL %v", d)
+	}
+	time.Sleep(300 * time.Millisecond) // past every shorter TTL asked for
+	if other, err := c.Obtain(ctx, key, time.Minute, nil); !errors.Is(err, lock.ErrNotObtained) {
+		_ = other.Release(ctx)
+		t.Fatalf("another owner obtained the lock 300ms into the outer 10s lease: %v", err)
+	}
+	if held, err := outer.Held(ctx); err != nil || !held {
+		t.Errorf("outer Held 300ms into its 10s lease: got %v, %v; want true", held, err)
+	}
+	if err := outer.Context().Err(); err != nil {
+		t.Errorf("outer lease context ended 300ms into 10s: %v", context.Cause(outer.Context()))
+	}
+	if err := inner.Release(ctx); err != nil {
+		t.Errorf("inner Release: %v", err)
 	}
 }

@@ -17,9 +17,12 @@ var (
 	refreshSource string
 	//go:embed leave.lua
 	leaveSource string
+	//go:embed seed.lua
+	seedSource string
 
 	obtainScript  = redis.NewScript(obtainSource)
 	releaseScript = redis.NewScript(releaseSource)
 	refreshScript = redis.NewScript(refreshSource)
 	leaveScript   = redis.NewScript(leaveSource)
+	seedScript    = redis.NewScript(seedSource)
 )

@@ -3,6 +3,7 @@ package stock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,4 +66,60 @@ func TestLockStrategyFenceRefusesStaleHolder(t *testing.T) {
 			t.Errorf("B's TTL after A's release: got %v, %v; want it untouched (> 1s)", ttl, err)
 		}
 	})
+}
+
+// Redis loses every key of a lock item, its fence counter included (a
+// restart without persistence, FLUSHALL, eviction): the database still holds
+// the highest fence written. The next lock must get a fence above it, so the
+// sale goes on at once instead of refusing orders as stale until the
+// counter climbs past it again.
+func TestLockFenceSurvivesRedisDataLoss(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{}, nil)
+		rdb := b.Redis(t)
+		it, err := s.CreateItem(ctx, NewItem{Name: "fenced", Stock: 20, Strategy: StrategyLock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One at a time: each order takes and releases the lock, so the
+		// database's fence climbs to 5.
+		order := func(n int) error {
+			_, _, err := s.PlaceOrder(ctx, OrderRequest{ItemID: it.ID, UserID: fmt.Sprintf("u%02d", n)})
+			return err
+		}
+		for n := range 5 {
+			if err := order(n); err != nil {
+				t.Fatalf("order %d before the loss: %v", n, err)
+			}
+		}
+		before := lockFenceOf(t, s.store, it.ID)
+		if before < 2 {
+			t.Fatalf("database fence %d after 5 locked orders, want >= 2", before)
+		}
+		testenv.DeleteKeys(t, rdb, fmt.Sprintf("%s:{item:%d}*", b.KeyPrefix, it.ID))
+		if n := rdb.Exists(ctx, fmt.Sprintf("%s:{item:%d}:lock:fence", b.KeyPrefix, it.ID)).Val(); n != 0 {
+			t.Fatal("the fence counter survived the deletion")
+		}
+		for n := 5; n < 20; n++ {
+			if err := order(n); err != nil {
+				t.Fatalf("order %d after the loss (database fence was %d): %v", n, before, err)
+			}
+		}
+		if after := lockFenceOf(t, s.store, it.ID); after <= before {
+			t.Errorf("database fence %d after the loss, want above %d", after, before)
+		}
+		if err := order(99); !errors.Is(err, ErrSoldOut) {
+			t.Errorf("order past the stock: got %v, want ErrSoldOut", err)
+		}
+	})
+}
+
+func lockFenceOf(t *testing.T, store *Store, itemID int64) int64 {
+	t.Helper()
+	var fence int64
+	if err := store.sql.QueryRow("SELECT lock_fence FROM items WHERE id = ?", itemID).Scan(&fence); err != nil {
+		t.Fatal(err)
+	}
+	return fence
 }

@@ -2,6 +2,7 @@ package stock
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,7 +78,7 @@ func (s *LockStrategy) hold(ctx context.Context, itemID int64) (int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.wait)
 	defer cancel()
-	l, err := s.locker.Obtain(ctx, s.keys.lock(itemID), s.ttl, &lock.Options{Wait: s.wait})
+	l, err := s.locker.Obtain(ctx, s.keys.lock(itemID), s.ttl, &lock.Options{Wait: s.wait, FenceFloor: s.fenceFloor(itemID)})
 	if err != nil {
 		if errors.Is(err, lock.ErrNotObtained) {
 			return 0, fmt.Errorf("lock for item %d not obtained in %s: %w: %w", itemID, s.wait, ErrUnavailable, err)
@@ -86,6 +87,24 @@ func (s *LockStrategy) hold(ctx context.Context, itemID int64) (int64, error) {
 	}
 	s.held.Store(itemID, &heldLock{l: l, since: time.Now()})
 	return l.Fence(), nil
+}
+
+// fenceFloor reads the highest fence the item's row has accepted. The lock
+// seeds its fence counter from it when Redis has lost the counter, so fences
+// stay above every fence the database has stored and the sale goes on at
+// once instead of being refused as stale until the counter climbs back.
+func (s *LockStrategy) fenceFloor(itemID int64) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) {
+		var fence int64
+		err := s.writer.store.sql.QueryRowContext(ctx, "SELECT lock_fence FROM items WHERE id = ?", itemID).Scan(&fence)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("item %d: %w", itemID, ErrNotFound)
+		}
+		if err != nil {
+			return 0, dbError("read lock fence", err)
+		}
+		return fence, nil
+	}
 }
 
 // done releases the lock when no more orders are queued.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,26 @@ import (
 // anything to it, FLUSHALL included. Without the binary the test skips,
 // or fails under CI=true.
 func PrivateRedis(t testing.TB, args ...string) string {
+	t.Helper()
+	return StartRedisServer(t, args...).URL()
+}
+
+// RedisServer is a private redis-server process that a test may kill and
+// start again on the same port, e.g. to lose its data mid-test.
+type RedisServer struct {
+	t    testing.TB
+	bin  string
+	args []string
+	port int
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	out *bytes.Buffer
+}
+
+// StartRedisServer is PrivateRedis returning the server, for tests that
+// kill and restart it. It is killed when the test ends.
+func StartRedisServer(t testing.TB, args ...string) *RedisServer {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -33,28 +54,57 @@ func PrivateRedis(t testing.TB, args ...string) string {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	full := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-		"--dir", t.TempDir(), "--daemonize", "no"}, args...)
-	var out bytes.Buffer
-	cmd := exec.Command(bin, full...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start redis-server: %v", err)
+	s := &RedisServer{t: t, bin: bin, port: port,
+		args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+			"--dir", t.TempDir(), "--daemonize", "no"}, args...)}
+	t.Cleanup(s.Kill)
+	s.Start()
+	return s
+}
+
+// URL is the server's redis:// URL; it stays the same across restarts.
+func (s *RedisServer) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.port) }
+
+// Start starts the server (again) on its port and waits until it answers.
+// Without persistence it comes back empty.
+func (s *RedisServer) Start() {
+	s.t.Helper()
+	s.mu.Lock()
+	if s.cmd != nil {
+		s.mu.Unlock()
+		s.t.Fatal("redis-server already running")
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-	opt, _ := redis.ParseURL(url)
-	rdb := redis.NewClient(opt)
+	out := &bytes.Buffer{}
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		s.mu.Unlock()
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	s.cmd, s.out = cmd, out
+	s.mu.Unlock()
+
+	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", s.port), MaxRetries: -1})
 	defer rdb.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for rdb.Ping(context.Background()).Err() != nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("private redis-server on port %d did not answer: %s", port, out.String())
+			s.t.Fatalf("private redis-server on port %d did not answer: %s", s.port, out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return url
+}
+
+// Kill kills the server at once (SIGKILL, as a crash) and waits for it to
+// exit. Without persistence its data is gone. It does nothing when the
+// server is not running.
+func (s *RedisServer) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
 }
