@@ -44,6 +44,11 @@ func StartLogged(t testing.TB, b testenv.Backend, log *slog.Logger, edit ...func
 	// Likewise each step of an order's transaction, which includes the
 	// wait for a pooled connection (the production default is 1s).
 	cfg.DBTimeout = 5 * time.Second
+	// And the request bound itself: a proof's 2,000 concurrent requests
+	// wait their turn at one embedded Redis, which -race and a busy machine
+	// slow down; a request over 10s is a 503 there, not a broken promise.
+	// Tests of deadlines set their own.
+	cfg.RequestTimeout = 30 * time.Second
 	for _, e := range edit {
 		e(&cfg)
 	}
@@ -76,7 +81,7 @@ type Client struct {
 // NewClient returns a client with a pool large enough for a stampede.
 func NewClient(base, token string) *Client {
 	tr := &http.Transport{MaxIdleConns: 2048, MaxIdleConnsPerHost: 2048, IdleConnTimeout: 30 * time.Second}
-	return &Client{Base: base, Token: token, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	return &Client{Base: base, Token: token, HTTP: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
 }
 
 // Response is a decoded answer.
