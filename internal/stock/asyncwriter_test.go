@@ -212,14 +212,7 @@ func TestRebuildCountsQueuedOrders(t *testing.T) {
 		store := NewStore(b.DB(t))
 		api := asyncService(t, b, store, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
-		var ids []string
-		for i := 0; i < 6; i++ {
-			o, _, err := api.PlaceOrder(ctx, OrderRequest{ItemID: it.ID, UserID: fmt.Sprintf("early%d", i)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, o.ID)
-		}
+		ids := queueOrders(t, api, it.ID, 6, "early")
 		rdb := b.Redis(t)
 		if err := rdb.Del(ctx, api.keys.meta(it.ID), api.keys.buyers(it.ID)).Err(); err != nil {
 			t.Fatal(err)
@@ -261,4 +254,19 @@ func TestRebuildCountsQueuedOrders(t *testing.T) {
 			t.Errorf("sold: got %+v %v, want 10", got, err)
 		}
 	})
+}
+
+// queueOrders places n lua-async orders for users prefix0..prefixN-1 and
+// returns their ids.
+func queueOrders(t *testing.T, api *Service, itemID int64, n int, prefix string) []string {
+	t.Helper()
+	ids := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		o, _, err := api.PlaceOrder(context.Background(), OrderRequest{ItemID: itemID, UserID: fmt.Sprintf("%s%d", prefix, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, o.ID)
+	}
+	return ids
 }

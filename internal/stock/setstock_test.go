@@ -3,7 +3,6 @@ package stock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -91,14 +90,7 @@ func TestLoweringStockCountsTheQueueWhenTheGateIsMissing(t *testing.T) {
 		store := NewStore(b.DB(t))
 		api := asyncService(t, b, store, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
-		var ids []string
-		for i := 0; i < 6; i++ {
-			o, _, err := api.PlaceOrder(ctx, OrderRequest{ItemID: it.ID, UserID: fmt.Sprintf("Queued%d", i)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, o.ID)
-		}
+		ids := queueOrders(t, api, it.ID, 6, "Queued")
 		rdb := b.Redis(t)
 		if err := rdb.Del(ctx, api.keys.meta(it.ID)).Err(); err != nil {
 			t.Fatal(err)
