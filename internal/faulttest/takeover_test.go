@@ -50,17 +50,8 @@ func killHolder(t *testing.T, victimKind, claimIdle string) {
 	db := openDB(t, b.MySQLDSN)
 
 	// Orders are admitted by a service without writers and queue up.
-	api := startService(t, "api", "", be, map[string]string{"SECKILL_WRITERS": "0"})
-	it := api.c.CreateItem(t, 1000, "lua-async")
+	_, it, ids := queueWithoutWriters(t, be, orders, "Held-u")
 	k := keys{prefix: b.KeyPrefix, item: it.ID}
-	users := make([]string, orders)
-	for i := range users {
-		users[i] = fmt.Sprintf("Held-u%d", i)
-	}
-	ids := placeAll(t, api.c, it.ID, users, 16)
-	if len(ids) != orders {
-		t.Fatalf("got %d acknowledged orders, want %d", len(ids), orders)
-	}
 
 	// The database stalls: the item row is held. The victim (a worker or a
 	// service with writers) reads the queue as one batch and its

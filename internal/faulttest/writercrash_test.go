@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -24,17 +25,8 @@ func TestWriterKilledBetweenCommitAndAck(t *testing.T) {
 	db := openDB(t, b.MySQLDSN)
 
 	// The API admits and writes nothing: SECKILL_WRITERS=0.
-	api := startService(t, "api", "", be, map[string]string{"SECKILL_WRITERS": "0"})
-	it := api.c.CreateItem(t, 1000, "lua-async")
+	api, it, ids := queueWithoutWriters(t, be, orders, "crash-u")
 	k := keys{prefix: b.KeyPrefix, item: it.ID}
-	users := make([]string, orders)
-	for i := range users {
-		users[i] = fmt.Sprintf("crash-u%d", i)
-	}
-	ids := placeAll(t, api.c, it.ID, users, 16)
-	if len(ids) != orders {
-		t.Fatalf("got %d distinct order ids for %d orders", len(ids), orders)
-	}
 	if st := readDB(t, db, it.ID); len(st.orders) != 0 || st.sold != 0 {
 		t.Fatalf("with no writer running the database has %d orders, sold %d; want none", len(st.orders), st.sold)
 	}
@@ -124,4 +116,23 @@ func TestWriterKilledBetweenCommitAndAck(t *testing.T) {
 		t.Errorf("fresh worker persisted written %v, already %v, failed %v, dead-lettered %v; want %d, at least %d, 0, 0",
 			written, already, failed, dead, orders-batch, batch)
 	}
+}
+
+// queueWithoutWriters starts a service that admits and writes nothing
+// (SECKILL_WRITERS=0), creates a lua-async item of stock 1000 and has n
+// users (prefix0, prefix1, …) order it; every order must be acknowledged
+// with its own id.
+func queueWithoutWriters(t *testing.T, be backends, n int, prefix string) (*service, apptest.Item, map[string]string) {
+	t.Helper()
+	api := startService(t, "api", "", be, map[string]string{"SECKILL_WRITERS": "0"})
+	it := api.c.CreateItem(t, 1000, "lua-async")
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	ids := placeAll(t, api.c, it.ID, users, 16)
+	if len(ids) != n {
+		t.Fatalf("got %d acknowledged orders with distinct ids, want %d", len(ids), n)
+	}
+	return api, it, ids
 }

@@ -23,6 +23,16 @@ func gateStock(t *testing.T, rdb *redis.Client, s *Service, id int64) string {
 	return v
 }
 
+// gateAndDBStock reads the gate's stock and the item as the database has it.
+func gateAndDBStock(t *testing.T, rdb *redis.Client, s *Service, id int64) (string, *Item) {
+	t.Helper()
+	db, err := s.store.Item(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gateStock(t, rdb, s, id), db
+}
+
 // Two stock changes of one item at once, 200 times, up, down and mixed, on
 // a lua and a lua-async item: after each pair the gate holds exactly the
 // stock the database holds. (The gate used to be written after the commit,
@@ -64,11 +74,7 @@ func TestConcurrentStockChangesKeepTheGateEqualToTheDatabase(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			db, err := s.store.Item(ctx, it.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := gateStock(t, rdb, s, it.ID); got != strconv.FormatInt(db.Stock, 10) {
+			if got, db := gateAndDBStock(t, rdb, s, it.ID); got != strconv.FormatInt(db.Stock, 10) {
 				mismatches++
 				if mismatches <= 5 {
 					t.Errorf("try %d (%s, %s, %d and %d): gate stock %q, database %d", i, it.Strategy, p.name, p.a, p.b, got, db.Stock)
@@ -161,11 +167,7 @@ func TestReconcileDuringStockChangesKeepsTheGateEqualToTheDatabase(t *testing.T)
 			}()
 			close(start)
 			wg.Wait()
-			db, err := s.store.Item(ctx, it.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := gateStock(t, rdb, s, it.ID); got != strconv.FormatInt(db.Stock, 10) {
+			if got, db := gateAndDBStock(t, rdb, s, it.ID); got != strconv.FormatInt(db.Stock, 10) {
 				mismatches++
 				if mismatches <= 5 {
 					t.Errorf("try %d: gate stock %q, database %d", i, got, db.Stock)
