@@ -23,6 +23,7 @@ import (
 // Shop is the domain the handler drives; *stock.Service implements it.
 type Shop interface {
 	CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item, error)
+	ListItems(ctx context.Context, f stock.ItemFilter) (*stock.ItemPage, error)
 	Item(ctx context.Context, id int64) (*stock.Item, error)
 	SetStock(ctx context.Context, id, n int64) (before, after *stock.Item, err error)
 	PlaceOrder(ctx context.Context, req stock.OrderRequest) (*stock.Order, bool, error)
@@ -81,6 +82,7 @@ type Handler struct {
 	admin     *gin.Engine // nil unless SeparateAdmin
 	ids       *requestIDs
 	jwt       *jwt.Parser
+	tally     *orderTally // refusals of the items a live view watches
 }
 
 // New builds the router.
@@ -95,7 +97,7 @@ func New(shop Shop, cfg Config) *Handler {
 		cfg.Logger = slog.Default()
 	}
 	h := &Handler{shop: shop, log: cfg.Logger, cfg: cfg, adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
-		ids: newRequestIDs(),
+		ids: newRequestIDs(), tally: newOrderTally(),
 		jwt: jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())}
 	h.engine = h.newEngine()
 	admin := h.engine
@@ -159,7 +161,7 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 
 	api := pub.Group("/api/v1")
 	api.GET("/items/:id", h.publicItem)
-	api.POST("/items/:id/orders", h.placeOrder)
+	api.POST("/items/:id/orders", h.tallyOrders, h.placeOrder)
 	api.GET("/orders/:id", h.getOrder)
 	api.POST("/orders/:id/pay", h.payOrder)
 	api.POST("/orders/:id/cancel", h.cancelOrder)
@@ -169,11 +171,15 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	}
 	adm := admin.Group("/api/v1/admin", h.requireAdmin)
 	adm.POST("/items", h.createItem)
+	adm.GET("/items", h.listItems)
+	adm.GET("/items/:id/live", h.liveItem)
 	adm.GET("/items/:id", h.adminItem)
 	adm.PUT("/items/:id/stock", h.setStock)
 	adm.GET("/items/:id/dead-letters", h.deadLetters)
 	adm.POST("/items/:id/dead-letters/requeue", h.requeueDeadLetters)
 	adm.POST("/items/:id/reconcile", h.reconcile)
+
+	h.consoleRoutes(pub, admin)
 
 	if h.cfg.Metrics != nil {
 		admin.GET("/metrics", gin.WrapH(h.cfg.Metrics.Handler()))

@@ -1,0 +1,501 @@
+// The admin console. Every action is a call to the admin API with the bearer
+// token, so it is checked and audited exactly as through the API.
+"use strict";
+
+(() => {
+  const { el, svg, clear, text, api, when, span } = seckill;
+  const TOKEN_KEY = "seckill.adminToken";
+  const $ = (id) => document.getElementById(id);
+
+  let token = sessionStorage.getItem(TOKEN_KEY);
+  let nextBefore = null;
+  let current = null; // the item open in the detail view
+  let live = null; // AbortController of the live stream
+  let history = []; // [{t, rate}] of the open item, newest last
+
+  const statusWords = { upcoming: "upcoming", on_sale: "on sale", sold_out: "sold out", ended: "ended" };
+
+  function say(msg) {
+    $("status").textContent = msg;
+  }
+
+  // call is api() with the token; a refused token signs out.
+  async function call(method, path, body) {
+    const r = await api(method, path, { token, body });
+    if (r.status === 401) {
+      signOut("The admin token was refused; sign in again.");
+    }
+    return r;
+  }
+
+  // --- sign in -----------------------------------------------------------
+
+  async function signIn(t) {
+    const r = await api("GET", "/api/v1/admin/items?limit=1", { token: t });
+    if (r.status === 401) return "That token was refused.";
+    if (r.error) return "The service could not check the token: " + r.error.message;
+    token = t;
+    sessionStorage.setItem(TOKEN_KEY, t);
+    $("sign-in").hidden = true;
+    $("console").hidden = false;
+    $("sign-out").hidden = false;
+    loadItems(false);
+    return null;
+  }
+
+  function signOut(msg) {
+    token = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    closeDetail();
+    $("console").hidden = true;
+    $("sign-out").hidden = true;
+    $("sign-in").hidden = false;
+    $("token").value = "";
+    $("sign-in-error").textContent = msg || "";
+    say(msg ? "" : "Signed out.");
+    $("token").focus();
+  }
+
+  $("sign-in-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    $("sign-in-error").textContent = "";
+    const err = await signIn($("token").value.trim());
+    if (err) $("sign-in-error").textContent = err;
+    else { $("token").value = ""; say("Signed in."); }
+  });
+  $("sign-out").addEventListener("click", () => signOut());
+
+  // --- items -------------------------------------------------------------
+
+  function windowText(it) {
+    if (!it.starts_at && !it.ends_at) return "always open";
+    if (!it.ends_at) return "from " + when(it.starts_at);
+    if (!it.starts_at) return "until " + when(it.ends_at);
+    return when(it.starts_at) + " – " + when(it.ends_at);
+  }
+
+  function statusBadge(status) {
+    return el("span", { class: "badge badge-" + status }, statusWords[status] || status);
+  }
+
+  function itemRow(it) {
+    const open = el("button", { type: "button", "aria-label": "Open item " + it.id }, "Open");
+    open.addEventListener("click", () => openItem(it.id));
+    return el("tr", { "data-id": it.id },
+      el("td", { class: "num" }, it.id),
+      el("td", { class: "name" }, it.name),
+      el("td", null, statusBadge(it.status)),
+      el("td", { class: "num" }, it.stock),
+      el("td", { class: "num" }, it.sold),
+      el("td", { class: "num" }, it.remaining),
+      el("td", null, it.strategy),
+      el("td", null, windowText(it)),
+      el("td", null, open));
+  }
+
+  async function loadItems(more) {
+    const q = new URLSearchParams({ limit: "50" });
+    if ($("filter").value) q.set("status", $("filter").value);
+    if (more && nextBefore) q.set("before", String(nextBefore));
+    const r = await call("GET", "/api/v1/admin/items?" + q);
+    if (r.error) {
+      if (r.status !== 401) say("Items could not be loaded: " + r.error.message);
+      return;
+    }
+    const rows = $("item-rows");
+    if (!more) clear(rows);
+    for (const it of r.data.items) rows.append(itemRow(it));
+    nextBefore = r.data.next_before;
+    $("more").hidden = !nextBefore;
+    $("items-empty").hidden = rows.children.length > 0;
+  }
+
+  $("filter").addEventListener("change", () => loadItems(false));
+  $("refresh").addEventListener("click", () => loadItems(false));
+  $("more").addEventListener("click", () => loadItems(true));
+
+  // --- create ------------------------------------------------------------
+
+  function cents(s) {
+    if (s === "") return 0;
+    const m = /^(\d+)(?:\.(\d{1,2}))?$/.exec(s);
+    if (!m) return null;
+    return parseInt(m[1], 10) * 100 + parseInt((m[2] || "0").padEnd(2, "0"), 10);
+  }
+
+  function isoOf(local) {
+    return local ? new Date(local).toISOString() : undefined;
+  }
+
+  $("create-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    $("create-error").textContent = "";
+    const price = cents($("new-price").value.trim());
+    if (price === null) {
+      $("create-error").textContent = "The price must be a number with at most two decimals, like 12.50.";
+      return;
+    }
+    const body = { name: $("new-name").value, stock: parseInt($("new-stock").value, 10), price_cents: price };
+    if ($("new-strategy").value) body.strategy = $("new-strategy").value;
+    const starts = isoOf($("new-starts").value), ends = isoOf($("new-ends").value);
+    if (starts) body.starts_at = starts;
+    if (ends) body.ends_at = ends;
+    const r = await call("POST", "/api/v1/admin/items", body);
+    if (r.error) {
+      if (r.status !== 401) $("create-error").textContent = "The item was not created: " + r.error.message;
+      return;
+    }
+    $("create-form").reset();
+    say("Created item " + r.data.id + ".");
+    await loadItems(false);
+    openItem(r.data.id);
+  });
+
+  // --- detail --------------------------------------------------------------
+
+  async function openItem(id) {
+    const r = await call("GET", "/api/v1/admin/items/" + id);
+    if (r.error) {
+      if (r.status !== 401) say("Item " + id + " could not be loaded: " + r.error.message);
+      return;
+    }
+    closeDetail();
+    current = r.data;
+    text("d-id", current.id);
+    text("d-name", current.name);
+    $("d-sale-link").href = "/sale/" + current.id;
+    $("new-stock-value").value = current.stock;
+    $("detail").hidden = false;
+    $("live-queue").hidden = current.strategy !== "lua-async";
+    startLive(current.id);
+    $("detail-title").scrollIntoView({ block: "start" });
+    $("new-stock-value").focus();
+  }
+
+  function closeDetail() {
+    if (live) live.abort();
+    live = null;
+    current = null;
+    history = [];
+    $("detail").hidden = true;
+    for (const id of ["stock-error", "dl-result", "rc-drift", "rc-note", "live-rejections-since"]) text(id, "");
+    $("dl-table").hidden = true;
+    $("dl-empty").hidden = true;
+    $("dl-requeue").hidden = true;
+    $("rc-result").hidden = true;
+    for (const id of ["live-progress", "live-chart", "live-rejections"]) {
+      for (const n of [...$(id).children]) if (n.tagName !== "title") n.remove();
+    }
+    for (const id of ["live-status", "live-sold", "live-remaining", "live-stock", "live-rate"]) text(id, null);
+    text("live-state", "Not connected.");
+  }
+
+  $("d-close").addEventListener("click", closeDetail);
+
+  // --- stock ---------------------------------------------------------------
+
+  $("stock-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    $("stock-error").textContent = "";
+    const n = parseInt($("new-stock-value").value, 10);
+    const r = await call("PUT", "/api/v1/admin/items/" + current.id + "/stock", { stock: n });
+    if (r.status === 409 && r.error.code === "stock_below_sold") {
+      const promised = current.strategy === "lua-async" ? " or promised to buyers waiting in the queue" : "";
+      $("stock-error").textContent = "The stock cannot be " + n + ": that is fewer units than are already sold" +
+        promised + ". Choose a stock at least as large. (" + r.error.message + ")";
+      return;
+    }
+    if (r.error) {
+      if (r.status !== 401) $("stock-error").textContent = "The stock was not changed: " + r.error.message;
+      return;
+    }
+    current = r.data;
+    say("The stock of item " + current.id + " is now " + current.stock + ".");
+    loadItems(false);
+  });
+
+  // --- live view (Server-Sent Events over fetch, to send the token) --------
+
+  function startLive(id) {
+    live = new AbortController();
+    stream(id, live.signal);
+  }
+
+  async function stream(id, signal) {
+    let retry = 1000;
+    const url = "/api/v1/admin/items/" + id + "/live";
+    while (!signal.aborted) {
+      try {
+        const res = await fetch(url, { headers: { Authorization: "Bearer " + token, Accept: "text/event-stream" },
+          signal, cache: "no-store", credentials: "omit" });
+        if (res.status === 401) { signOut("The admin token was refused; sign in again."); return; }
+        if (!res.ok) {
+          text("live-state", "Live view unavailable (HTTP " + res.status + "); retrying.");
+        } else {
+          text("live-state", "Live: updated every second.");
+          const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+          let buf = "";
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf += value.replace(/\r\n?/g, "\n");
+            let i;
+            while ((i = buf.indexOf("\n\n")) >= 0) {
+              const ev = parseEvent(buf.slice(0, i));
+              buf = buf.slice(i + 2);
+              if (ev.retry) retry = ev.retry;
+              if (ev.event === "stats") showStats(JSON.parse(ev.data));
+              if (ev.event === "problem") text("live-state", "The item could not be read just now; retrying.");
+            }
+          }
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        text("live-state", "Live view disconnected; reconnecting.");
+      }
+      await new Promise((ok) => setTimeout(ok, retry));
+    }
+  }
+
+  function parseEvent(block) {
+    const ev = { event: "message", data: "" };
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (line.startsWith(":")) continue;
+      const i = line.indexOf(":");
+      const field = i < 0 ? line : line.slice(0, i);
+      const value = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+      if (field === "event") ev.event = value;
+      else if (field === "data") data.push(value);
+      else if (field === "retry" && /^\d+$/.test(value)) ev.retry = parseInt(value, 10);
+    }
+    ev.data = data.join("\n");
+    return ev;
+  }
+
+  const WINDOW_MS = 120000;
+
+  function showStats(ev) {
+    const it = ev.item;
+    if (!current || it.id !== current.id) return;
+    current = Object.assign(current, it);
+    const t = Date.parse(ev.at);
+    let rate = ev.sold_per_second;
+    const last = history[history.length - 1];
+    if (rate === null && last && t - last.t < 5000 && t > last.t) {
+      rate = (it.sold - last.sold) / ((t - last.t) / 1000); // across a reconnect
+    }
+    history.push({ t, sold: it.sold, rate: rate === null ? null : Math.max(0, rate) });
+    history = history.filter((h) => t - h.t <= WINDOW_MS);
+
+    text("live-status", statusWords[it.status] || it.status);
+    text("live-sold", it.sold);
+    text("live-remaining", it.remaining);
+    text("live-stock", it.stock);
+    text("live-rate", rate === null ? "–" : rate.toFixed(1));
+    drawProgress(it);
+    drawRate(t);
+    drawRejections(ev.rejections, ev.rejections_since);
+    if (ev.queue) {
+      text("q-queued", ev.queue.queued);
+      text("q-unacked", ev.queue.unacked);
+      text("q-dead", ev.queue.dead_letters);
+      text("q-age", ev.queue.oldest_age_ms > 0 ? span(ev.queue.oldest_age_ms) : "nothing waiting");
+    }
+  }
+
+  function reset(svgEl) {
+    for (const n of [...svgEl.children]) if (n.tagName !== "title") n.remove();
+  }
+
+  function drawProgress(it) {
+    const s = $("live-progress");
+    reset(s);
+    const W = 600, frac = it.stock > 0 ? Math.min(1, it.sold / it.stock) : 1;
+    s.append(svg("rect", { x: 0, y: 0, width: W, height: 28, rx: 4, class: "track" }));
+    s.append(svg("rect", { x: 0, y: 0, width: Math.round(W * frac), height: 28, rx: 4, class: "fill" }));
+    const pct = it.stock > 0 ? Math.round(100 * it.sold / it.stock) : 100;
+    s.append(svg("text", { x: 8, y: 19, class: "on-bar" }, it.sold + " sold of " + it.stock + " (" + pct + "%)"));
+    s.append(svg("text", { x: W, y: 48, "text-anchor": "end", class: "label" }, it.remaining + " remaining"));
+  }
+
+  function drawRate(now) {
+    const s = $("live-chart");
+    reset(s);
+    const L = 44, R = 590, T = 10, B = 170;
+    const pts = history.filter((h) => h.rate !== null);
+    const top = niceMax(Math.max(1, ...pts.map((p) => p.rate)));
+    const x = (t) => L + (R - L) * (1 - (now - t) / WINDOW_MS);
+    const y = (v) => B - (B - T) * (v / top);
+    for (const v of [0, top / 2, top]) {
+      s.append(svg("line", { x1: L, x2: R, y1: y(v), y2: y(v), class: "grid" }));
+      s.append(svg("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "label" }, fmtNum(v)));
+    }
+    for (const [label, ago] of [["2 min ago", WINDOW_MS], ["1 min ago", WINDOW_MS / 2], ["now", 0]]) {
+      s.append(svg("text", { x: x(now - ago), y: 192, "text-anchor": ago === 0 ? "end" : ago === WINDOW_MS ? "start" : "middle", class: "label" }, label));
+    }
+    if (pts.length === 0) {
+      s.append(svg("text", { x: (L + R) / 2, y: 95, "text-anchor": "middle", class: "label" }, "waiting for a second sample…"));
+      return;
+    }
+    const line = pts.map((p) => x(p.t).toFixed(1) + "," + y(p.rate).toFixed(1)).join(" ");
+    const area = x(pts[0].t).toFixed(1) + "," + B + " " + line + " " + x(pts[pts.length - 1].t).toFixed(1) + "," + B;
+    s.append(svg("polygon", { points: area, class: "area" }));
+    s.append(svg("polyline", { points: line, class: "line" }));
+    const lastPt = pts[pts.length - 1];
+    s.append(svg("circle", { cx: x(lastPt.t), cy: y(lastPt.rate), r: 4, class: "dot" }));
+  }
+
+  function niceMax(v) {
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+    return 10 * p;
+  }
+
+  function fmtNum(v) {
+    return v >= 10 || Number.isInteger(v) ? String(Math.round(v)) : v.toFixed(1);
+  }
+
+  const reasonWords = {
+    sold_out: "sold out", already_purchased: "already bought", sale_not_started: "not started",
+    sale_ended: "ended", rate_limited: "rate limited", unavailable: "unavailable (503)",
+    invalid_request: "bad request", unauthorized: "bad user token", idempotency_conflict: "key reused",
+  };
+
+  function drawRejections(counts, since) {
+    const s = $("live-rejections");
+    reset(s);
+    text("live-rejections-since", "Counted by this instance since " + when(since) + ", while a live view is open.");
+    const rows = Object.entries(counts || {}).sort((a, b) => b[1] - a[1]);
+    if (rows.length === 0) {
+      s.setAttribute("viewBox", "0 0 600 30");
+      s.append(svg("text", { x: 0, y: 20, class: "label" }, "No order refused."));
+      return;
+    }
+    const H = 28, max = Math.max(...rows.map((r) => r[1]));
+    s.setAttribute("viewBox", "0 0 600 " + rows.length * H);
+    rows.forEach(([code, n], i) => {
+      const w = Math.max(2, Math.round(330 * n / max));
+      s.append(svg("text", { x: 150, y: i * H + 18, "text-anchor": "end", class: "label" }, reasonWords[code] || code));
+      s.append(svg("rect", { x: 160, y: i * H + 5, width: w, height: 18, rx: 3, class: "bar bar-" + code }));
+      s.append(svg("text", { x: 166 + w, y: i * H + 18, class: "label value", "data-code": code }, n));
+    });
+  }
+
+  // --- confirmation --------------------------------------------------------
+
+  function confirmAction(title, message, okLabel) {
+    const d = $("confirm");
+    text("confirm-title", title);
+    text("confirm-text", message);
+    text("confirm-ok", okLabel);
+    d.returnValue = "";
+    return new Promise((resolve) => {
+      d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true });
+      d.showModal();
+      $("confirm-cancel").focus();
+    });
+  }
+
+  // --- dead letters --------------------------------------------------------
+
+  async function loadDeadLetters() {
+    const r = await call("GET", "/api/v1/admin/items/" + current.id + "/dead-letters");
+    if (r.error) {
+      if (r.status !== 401) text("dl-result", "Dead letters could not be read: " + r.error.message);
+      return null;
+    }
+    const rows = $("dl-rows");
+    clear(rows);
+    for (const d of r.data.dead_letters) {
+      rows.append(el("tr", null, el("td", null, d.entry), el("td", null, d.order.id), el("td", null, d.order.user_id),
+        el("td", null, d.reason), el("td", null, when(d.at))));
+    }
+    const n = r.data.dead_letters.length;
+    $("dl-table").hidden = n === 0;
+    $("dl-empty").hidden = n > 0;
+    $("dl-requeue").hidden = n === 0;
+    return n;
+  }
+
+  $("dl-load").addEventListener("click", () => { text("dl-result", ""); loadDeadLetters(); });
+  $("dl-requeue").addEventListener("click", async () => {
+    const n = $("dl-rows").children.length;
+    const ok = await confirmAction("Requeue dead letters?",
+      "Move the " + n + " dead letter" + (n === 1 ? "" : "s") + " of item " + current.id +
+      " back to its queue? The writers will try to write " + (n === 1 ? "it" : "them") + " to the database again.", "Requeue");
+    if (!ok) { text("dl-result", "Nothing was requeued."); return; }
+    const r = await call("POST", "/api/v1/admin/items/" + current.id + "/dead-letters/requeue");
+    if (r.error) {
+      if (r.status !== 401) text("dl-result", "The requeue failed: " + r.error.message);
+      return;
+    }
+    await loadDeadLetters();
+    text("dl-result", "Requeued " + r.data.requeued + " order" + (r.data.requeued === 1 ? "" : "s") + ".");
+  });
+
+  // --- reconcile -----------------------------------------------------------
+
+  function showReconciliation(rc) {
+    const rows = $("rc-rows");
+    clear(rows);
+    const g = rc.redis;
+    const yes = (b) => (b ? "yes" : "no");
+    const line = (what, db, gate) => rows.append(el("tr", null, el("th", { scope: "row" }, what),
+      el("td", { class: "num" }, db), el("td", { class: "num" }, gate)));
+    line("Stock", rc.database.stock, g ? g.stock : "no gate");
+    line("Sold (gate: taken)", rc.database.sold, g ? g.taken : "–");
+    line("Expected taken", rc.expected_taken, g ? g.taken : "–");
+    line("Buyers (live orders)", rc.database.orders, g ? g.buyers : "–");
+    line("Failed orders", rc.database.failed_orders, "–");
+    if (g) {
+      line("Gate present", "–", yes(g.gate_present));
+      line("Sold-out mark", "–", yes(g.sold_out_mark));
+      if (rc.strategy === "lua-async") {
+        line("Queued", "–", g.queued);
+        line("Dead letters", "–", g.dead_letters);
+      } else {
+        line("Reserved (in flight)", "–", g.reserved);
+        line("Orphaned reservations", "–", g.orphaned);
+      }
+    }
+    const list = $("rc-drift-list");
+    clear(list);
+    for (const d of rc.drift) list.append(el("li", null, d));
+    let verdict = rc.drift.length === 0 ? "No drift: the database and the gate agree." : "Drift found (" + rc.drift.length + "):";
+    if (rc.repaired) verdict = "Repaired. " + verdict;
+    text("rc-drift", verdict);
+    $("rc-drift").dataset.drift = String(rc.drift.length);
+    text("rc-note", rc.note || "");
+    $("rc-result").hidden = false;
+  }
+
+  $("rc-dry").addEventListener("click", async () => {
+    const r = await call("POST", "/api/v1/admin/items/" + current.id + "/reconcile?dry_run=true");
+    if (r.error) {
+      if (r.status !== 401) text("rc-drift", "The dry run failed: " + r.error.message);
+      return;
+    }
+    showReconciliation(r.data);
+  });
+
+  $("rc-repair").addEventListener("click", async () => {
+    const ok = await confirmAction("Repair the gate?",
+      "Rewrite item " + current.id + "'s gate in Redis from the database, where that is safe? The database is not changed.", "Repair");
+    if (!ok) return;
+    const r = await call("POST", "/api/v1/admin/items/" + current.id + "/reconcile");
+    if (r.error) {
+      if (r.status !== 401) text("rc-drift", "The repair failed: " + r.error.message);
+      return;
+    }
+    showReconciliation(r.data);
+  });
+
+  // --- start ---------------------------------------------------------------
+
+  if (token) {
+    signIn(token).then((err) => { if (err) signOut(err); });
+  } else {
+    $("token").focus();
+  }
+})();

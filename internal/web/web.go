@@ -1,0 +1,96 @@
+// Package web is the browser side of the service: the admin console and the
+// sale page, plain HTML, CSS and JavaScript embedded in the binary. Nothing
+// is fetched from elsewhere at run time and nothing is built: the files are
+// served as they are in static/.
+//
+// Every page and asset is served with a strict Content-Security-Policy (no
+// inline script or style, everything from this origin), so data a page
+// shows can never run as code; the scripts also write data only with
+// textContent.
+package web
+
+import (
+	"bytes"
+	"embed"
+	"html/template"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"time"
+)
+
+//go:embed static
+var static embed.FS
+
+// CSP is the Content-Security-Policy of every page and asset.
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// started stamps the embedded files: they change only with the binary.
+var started = time.Now()
+
+// Assets lists the names served by Asset, for route tables.
+func Assets() []string {
+	entries, _ := fs.ReadDir(static, "static/assets") // embedded: cannot fail
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// Asset serves static/assets/name (a script, the style sheet, the icon).
+// An unknown name is false, and nothing is written.
+func Asset(w http.ResponseWriter, r *http.Request, name string) bool {
+	b, err := static.ReadFile("static/assets/" + path.Base(name))
+	if err != nil || name != path.Base(name) {
+		return false
+	}
+	serve(w, r, mime.TypeByExtension(path.Ext(name)), b)
+	return true
+}
+
+// Console serves the admin console's page.
+func Console(w http.ResponseWriter, r *http.Request) {
+	b, _ := static.ReadFile("static/console.html")
+	serve(w, r, "text/html; charset=utf-8", b)
+}
+
+// SalePage is the sale page, rendered once for the service's user mode.
+type SalePage struct{ html []byte }
+
+// NewSalePage renders the sale page. userTokens says orders take their user
+// from a bearer token (JWT mode) rather than a user id in the body: the page
+// then asks for a token.
+func NewSalePage(userTokens bool) *SalePage {
+	src, _ := static.ReadFile("static/sale.html")
+	t := template.Must(template.New("sale").Parse(string(src)))
+	mode := "user-id"
+	if userTokens {
+		mode = "user-token"
+	}
+	var b bytes.Buffer
+	_ = t.Execute(&b, struct{ Mode string }{mode}) // a fixed template and a fixed value
+	return &SalePage{html: b.Bytes()}
+}
+
+// ServeHTTP serves the page; the item is read by the page's script.
+func (p *SalePage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serve(w, r, "text/html; charset=utf-8", p.html)
+}
+
+// SetHeaders sets the security headers of a page or asset.
+func SetHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", CSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-cache")
+}
+
+func serve(w http.ResponseWriter, r *http.Request, ctype string, b []byte) {
+	SetHeaders(w.Header())
+	w.Header().Set("Content-Type", ctype)
+	http.ServeContent(w, r, "", started, bytes.NewReader(b))
+}
