@@ -288,6 +288,11 @@
     history.push({ t, sold: it.sold, rate: rate === null ? null : Math.max(0, rate) });
     history = history.filter((h) => t - h.t <= WINDOW_MS);
 
+    const row = document.querySelector('#item-rows tr[data-id="' + it.id + '"]');
+    if (row) { // the list follows the live view; its button keeps the focus
+      const fresh = itemRow(it);
+      for (let i = 0; i < 8; i++) row.cells[i].replaceWith(fresh.cells[0]);
+    }
     text("live-status", statusWords[it.status] || it.status);
     text("live-sold", it.sold);
     text("live-remaining", it.remaining);

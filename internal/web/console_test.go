@@ -1,0 +1,361 @@
+package web_test
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// hostile is an item name that runs a script if a page ever writes it as
+// HTML.
+const hostile = `<img src=x onerror=alert(1)>`
+
+// TestConsoleInBrowser drives the admin console and the sale page of a real
+// service in headless Chromium, on the embedded backend and on MariaDB and
+// Redis: sign in, create an item through the form, see it listed, change its
+// stock, buy it out on the sale page while the live view counts, requeue a
+// dead letter, and run a reconcile dry run.
+func TestConsoleInBrowser(t *testing.T) {
+	br := newBrowser(t)
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		_, c := apptest.Start(t, b, func(cfg *app.Config) {
+			cfg.MaxDeliveries = 1 // a refused lua-async order is a dead letter at once
+			cfg.RateUser = ""     // several buys by one user are the point here
+		})
+		console := br.tab(t)
+		console.do("open the console", chromedp.Navigate(c.Base+"/admin/"))
+		signIn(console, c)
+		id := createThroughForm(t, console, c)
+		changeStock(t, console, c, id)
+
+		sale := br.tab(t)
+		buyOut(t, sale, c, id)
+		watchLive(t, console, id)
+		refuseStockBelowSold(t, console, c, id)
+		reconcileDryRun(t, console)
+		console.screenshot("console.png")
+
+		asyncID := requeueDeadLetter(t, console, c, b)
+		buyQueued(t, sale, c, asyncID)
+		notStarted(t, sale, c)
+
+		// Nothing the pages showed ran as code, nothing they did broke
+		// the Content-Security-Policy, and no script failed.
+		for _, tb := range []*tab{console, sale} {
+			var imgs int
+			tb.eval(`document.querySelectorAll("img").length`, &imgs)
+			if imgs != 0 {
+				t.Errorf("%d <img> elements on the page, want none (an item name became HTML)", imgs)
+			}
+			tb.clean()
+		}
+	})
+}
+
+func signIn(tb *tab, c *apptest.Client) {
+	t := tb.t
+	t.Helper()
+	tb.wait("the sign-in form", `!document.getElementById("sign-in").hidden`)
+	// A wrong token is refused with a message, and nothing is kept.
+	tb.do("sign in with a wrong token", keys("#token", "not-the-token-0123456789"+enter))
+	tb.wait("the refusal", `document.getElementById("sign-in-error").textContent.includes("refused")`)
+	if !strings.Contains(tb.text("#sign-in-error"), "That token was refused") {
+		t.Errorf("wrong token: got %q", tb.text("#sign-in-error"))
+	}
+	// Signing in by keyboard: type the token and press Enter.
+	tb.do("sign in", clearValue("#token"), keys("#token", c.Token+enter))
+	tb.wait("the console", `!document.getElementById("console").hidden`)
+	var where struct {
+		Stored, URL, Cookie string
+	}
+	tb.eval(`({stored: sessionStorage.getItem("seckill.adminToken"), url: location.href, cookie: document.cookie})`, &where)
+	if where.Stored != c.Token {
+		t.Errorf("session storage: got %q, want the token", where.Stored)
+	}
+	if strings.Contains(where.URL, c.Token) || strings.Contains(where.Cookie, c.Token) {
+		t.Errorf("the token is in the URL %q or a cookie %q", where.URL, where.Cookie)
+	}
+}
+
+func createThroughForm(t *testing.T, tb *tab, c *apptest.Client) int64 {
+	t.Helper()
+	tb.do("fill the create form",
+		keys("#new-name", hostile), keys("#new-stock", "3"), keys("#new-price", "12.50"),
+		chromedp.SetValue(chromedp.CSS("#new-strategy"), "lua"),
+		click("#create-form button[type=submit]"))
+	tb.wait("the created item's detail", `!document.getElementById("detail").hidden`)
+	id, err := strconv.ParseInt(tb.text("#d-id"), 10, 64)
+	if err != nil {
+		t.Fatalf("detail id %q: %v", tb.text("#d-id"), err)
+	}
+	var it struct {
+		Name       string `json:"name"`
+		Stock      int64  `json:"stock"`
+		PriceCents int64  `json:"price_cents"`
+		Strategy   string `json:"strategy"`
+	}
+	c.Must(t, "GET", fmt.Sprintf("/api/v1/admin/items/%d", id), nil, true, nil).JSON(t, &it)
+	if it.Name != hostile || it.Stock != 3 || it.PriceCents != 1250 || it.Strategy != "lua" {
+		t.Errorf("created item: got %+v, want %q, stock 3, 1250 cents, lua", it, hostile)
+	}
+	// The list shows it, its name as text.
+	row := fmt.Sprintf(`#item-rows tr[data-id="%d"]`, id)
+	tb.wait("the item in the list", fmt.Sprintf(`document.querySelector(%s)`, js(row)))
+	if got := tb.text(row + " td.name"); got != hostile {
+		t.Errorf("listed name: got %q, want %q as text", got, hostile)
+	}
+	if got := tb.text(row); !strings.Contains(got, "on sale") || !strings.Contains(got, "lua") || !strings.Contains(got, "always open") {
+		t.Errorf("listed row: got %q, want on sale, lua, always open", got)
+	}
+	if got := tb.text("#d-name"); got != hostile {
+		t.Errorf("detail name: got %q, want %q as text", got, hostile)
+	}
+	// The status filter: on sale shows it, ended does not.
+	tb.do("filter ended", chromedp.SetValue(chromedp.CSS("#filter"), "ended"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("filter").dispatchEvent(new Event("change"))`))
+	tb.wait("the ended filter", fmt.Sprintf(`!document.querySelector(%s)`, js(row)))
+	tb.do("filter on sale", chromedp.SetValue(chromedp.CSS("#filter"), "on_sale"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("filter").dispatchEvent(new Event("change"))`))
+	tb.wait("the on-sale filter", fmt.Sprintf(`document.querySelector(%s)`, js(row)))
+	return id
+}
+
+func changeStock(t *testing.T, tb *tab, c *apptest.Client, id int64) {
+	t.Helper()
+	tb.do("change the stock", setValue("#new-stock-value", "4"), click("#stock-form button"))
+	tb.wait("the stock change", `document.getElementById("status").textContent.includes("is now 4")`)
+	if it := c.AdminItem(t, id); it.Stock != 4 {
+		t.Errorf("stock after the change: got %d, want 4", it.Stock)
+	}
+	tb.wait("the live view's stock", `document.getElementById("live-stock").textContent === "4"`)
+}
+
+// buyOut buys the item's 4 units on the sale page, then is told in words
+// that it is already bought and sold out.
+func buyOut(t *testing.T, tb *tab, c *apptest.Client, id int64) {
+	t.Helper()
+	tb.do("open the sale page", chromedp.EmulateViewport(390, 844), chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
+	tb.wait("the item", `document.getElementById("remaining").textContent === "4"`)
+	if got := tb.text("#name"); got != hostile {
+		t.Errorf("sale page name: got %q, want %q as text", got, hostile)
+	}
+	if got := tb.text("#price"); got != "Price: 12.50" {
+		t.Errorf("price: got %q, want Price: 12.50", got)
+	}
+	if got := tb.text("#countdown"); got != "On sale now." {
+		t.Errorf("countdown: got %q, want On sale now.", got)
+	}
+	buy := func(user, outcome string) string {
+		t.Helper()
+		tb.do("buy as "+user, chromedp.Evaluate[chromedp.Void](`document.getElementById("result").dataset.outcome = ""`),
+			clearValue("#user-id"), keys("#user-id", user), click("#buy"))
+		tb.wait(user+"'s answer", `(o => o && o !== "sending" && o !== "queued")(document.getElementById("result").dataset.outcome)`)
+		got := tb.text("#result")
+		var o string
+		tb.eval(`document.getElementById("result").dataset.outcome`, &o)
+		if o != outcome {
+			t.Errorf("buy as %s: got %s %q, want %s", user, o, got, outcome)
+		}
+		return got
+	}
+	if got := buy("buyer-0", "created"); !strings.Contains(got, "It's yours!") || !strings.Contains(got, "for buyer-0") {
+		t.Errorf("first buy: got %q, want It's yours! and the order", got)
+	}
+	tb.wait("3 left", `document.getElementById("remaining").textContent === "3"`)
+	tb.screenshot("sale.png")
+	if got := buy("buyer-0", "already_purchased"); !strings.Contains(got, "already bought this item") {
+		t.Errorf("second buy by buyer-0: got %q, want the already-bought words", got)
+	}
+	for i := 1; i < 4; i++ {
+		buy(fmt.Sprintf("buyer-%d", i), "created")
+	}
+	if got := buy("buyer-4", "sold_out"); !strings.Contains(got, "sold out") {
+		t.Errorf("buy after the last unit: got %q, want the sold-out words", got)
+	}
+	tb.wait("none left", `document.getElementById("remaining").textContent === "0"`)
+	if it := c.AdminItem(t, id); it.Sold != 4 || it.Remaining != 0 {
+		t.Errorf("after the sale: got sold %d remaining %d, want 4 and 0", it.Sold, it.Remaining)
+	}
+}
+
+func watchLive(t *testing.T, tb *tab, id int64) {
+	t.Helper()
+	tb.wait("the live sold count to reach the stock", `document.getElementById("live-sold").textContent === "4" && document.getElementById("live-remaining").textContent === "0"`)
+	if got := tb.text("#live-status"); got != "sold out" {
+		t.Errorf("live status: got %q, want sold out", got)
+	}
+	if got := tb.text("#live-progress"); !strings.Contains(got, "4 sold of 4 (100%)") {
+		t.Errorf("progress chart: got %q, want 4 sold of 4 (100%%)", got)
+	}
+	// The refusals the sale page met are counted by reason, with labels.
+	tb.wait("the refusals by reason", `document.querySelector('#live-rejections [data-code="sold_out"]') && document.querySelector('#live-rejections [data-code="already_purchased"]')`)
+	if got := tb.text("#live-rejections"); !strings.Contains(got, "sold out") || !strings.Contains(got, "already bought") {
+		t.Errorf("refusals chart: got %q, want labelled bars", got)
+	}
+	for _, code := range []string{"sold_out", "already_purchased"} {
+		if got := tb.text(fmt.Sprintf(`#live-rejections [data-code=%q]`, code)); got != "1" {
+			t.Errorf("refusals %s: got %q, want 1", code, got)
+		}
+	}
+	// The list follows the live view.
+	row := fmt.Sprintf(`#item-rows tr[data-id="%d"]`, id)
+	tb.wait("the listed item sold out", fmt.Sprintf(`document.querySelector(%s).textContent.includes("sold out")`, js(row)))
+	if got := tb.rows(row); len(got) != 1 || strings.Join(got[0][3:6], " ") != "4 4 0" {
+		t.Errorf("listed stock, sold, remaining: got %v, want 4 4 0", got)
+	}
+	// The rate chart has drawn a line of samples.
+	tb.wait("the rate chart", `document.querySelector("#live-chart polyline")`)
+}
+
+func refuseStockBelowSold(t *testing.T, tb *tab, c *apptest.Client, id int64) {
+	t.Helper()
+	tb.do("lower the stock below sold", setValue("#new-stock-value", "2"), click("#stock-form button"))
+	tb.wait("the refusal", `document.getElementById("stock-error").textContent.length > 0`)
+	if got := tb.text("#stock-error"); !strings.Contains(got, "The stock cannot be 2: that is fewer units than are already sold") {
+		t.Errorf("stock below sold: got %q, want it in plain words", got)
+	}
+	if it := c.AdminItem(t, id); it.Stock != 4 {
+		t.Errorf("stock after a refused change: got %d, want 4", it.Stock)
+	}
+}
+
+func reconcileDryRun(t *testing.T, tb *tab) {
+	t.Helper()
+	tb.do("reconcile dry run", click("#rc-dry"))
+	tb.wait("the reconciliation", `!document.getElementById("rc-result").hidden`)
+	if got := tb.text("#rc-drift"); got != "No drift: the database and the gate agree." {
+		t.Errorf("dry run verdict: got %q, want no drift", got)
+	}
+	got := map[string]string{}
+	for _, r := range tb.rows("#rc-rows tr") {
+		got[r[0]] = strings.Join(r[1:], " | ")
+	}
+	for what, want := range map[string]string{"Stock": "4 | 4", "Sold (gate: taken)": "4 | 4", "Buyers (live orders)": "4 | 4", "Gate present": "– | yes"} {
+		if got[what] != want {
+			t.Errorf("reconciliation row %s: got %q, want database | gate %q (table %v)", what, got[what], want, got)
+		}
+	}
+}
+
+// requeueDeadLetter makes a real dead letter (the database refuses one
+// lua-async order, through a trigger), shows it in the console, cancels a
+// requeue, then requeues it once the trigger is gone, and sees the order
+// written.
+func requeueDeadLetter(t *testing.T, tb *tab, c *apptest.Client, b testenv.Backend) int64 {
+	t.Helper()
+	it := c.CreateItem(t, 5, "lua-async")
+	db := b.DB(t)
+	poison := `CREATE TRIGGER poison BEFORE INSERT ON orders WHEN NEW.user_id = 'Poison' BEGIN SELECT RAISE(ABORT, 'poisoned by the test'); END`
+	if b.MySQLDSN != "" {
+		poison = `CREATE TRIGGER poison BEFORE INSERT ON orders FOR EACH ROW BEGIN IF NEW.user_id = 'Poison' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'poisoned by the test'; END IF; END`
+	}
+	if err := db.Exec(poison).Error; err != nil {
+		t.Fatalf("create trigger: %v", err)
+	}
+	r, err := c.PlaceOrder(it.ID, "Poison", "")
+	if err != nil || r.Status != http.StatusAccepted {
+		t.Fatalf("order: got %d %s %v, want 202", r.Status, r.Body, err)
+	}
+	var o apptest.Order
+	r.JSON(t, &o)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var dl struct {
+			DeadLetters []any `json:"dead_letters"`
+		}
+		c.Must(t, "GET", fmt.Sprintf("/api/v1/admin/items/%d/dead-letters", it.ID), nil, true, nil).JSON(t, &dl)
+		if len(dl.DeadLetters) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no dead letter after 15s: %+v", dl)
+		}
+	}
+
+	tb.do("open the lua-async item", clearValue("#filter"), click("#refresh"))
+	btn := fmt.Sprintf(`#item-rows tr[data-id="%d"] button`, it.ID)
+	tb.wait("the lua-async item listed", fmt.Sprintf(`document.querySelector(%s)`, js(btn)))
+	tb.do("open it", click(btn))
+	tb.wait("its detail", fmt.Sprintf(`document.getElementById("d-id").textContent === "%d"`, it.ID))
+	tb.wait("the queue in the live view", `!document.getElementById("live-queue").hidden && document.getElementById("q-dead").textContent === "1"`)
+	tb.do("show dead letters", click("#dl-load"))
+	tb.wait("the dead letter", `document.querySelectorAll("#dl-rows tr").length === 1`)
+	if got := tb.text("#dl-rows"); !strings.Contains(got, o.ID) || !strings.Contains(got, "Poison") || !strings.Contains(got, "poisoned by the test") {
+		t.Errorf("dead letter row: got %q, want the order, its user and the reason", got)
+	}
+
+	// Cancelling the confirmation requeues nothing.
+	tb.do("requeue, then cancel", click("#dl-requeue"))
+	tb.wait("the confirmation", `document.getElementById("confirm").open`)
+	tb.do("cancel", click("#confirm-cancel"))
+	tb.wait("the cancellation", `document.getElementById("dl-result").textContent === "Nothing was requeued."`)
+	if got := c.AwaitOrder(t, o.ID, 0); got.Status != "pending" {
+		t.Errorf("order after a cancelled requeue: got %s, want pending", got.Status)
+	}
+
+	if err := db.Exec("DROP TRIGGER poison").Error; err != nil {
+		t.Fatalf("drop trigger: %v", err)
+	}
+	tb.do("requeue, then confirm", click("#dl-requeue"))
+	tb.wait("the confirmation", `document.getElementById("confirm").open`)
+	if got := tb.text("#confirm-text"); !strings.Contains(got, "Move the 1 dead letter of item") {
+		t.Errorf("confirmation: got %q", got)
+	}
+	tb.do("confirm", click("#confirm-ok"))
+	tb.wait("the requeue", `document.getElementById("dl-result").textContent === "Requeued 1 order."`)
+	if got := c.AwaitOrder(t, o.ID, 15*time.Second); got.Status != "created" {
+		t.Errorf("requeued order: got %s, want created", got.Status)
+	}
+	tb.wait("the empty dead-letter count", `document.getElementById("q-dead").textContent === "0"`)
+	return it.ID
+}
+
+// buyQueued buys a lua-async item on the sale page: 202, "queued", then the
+// page follows the order until it is created.
+func buyQueued(t *testing.T, tb *tab, c *apptest.Client, id int64) {
+	t.Helper()
+	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
+	tb.wait("the item", `document.getElementById("remaining").textContent !== "–"`)
+	// Record every outcome the page shows, to see "queued" go by.
+	tb.do("watch outcomes", chromedp.Evaluate[chromedp.Void](`window.outcomes = [];
+		new MutationObserver(() => outcomes.push(document.getElementById("result").dataset.outcome))
+			.observe(document.getElementById("result"), {attributes: true, attributeFilter: ["data-outcome"]});`),
+		keys("#user-id", "queued-buyer"), click("#buy"))
+	tb.wait("the order written", `document.getElementById("result").dataset.outcome === "created"`)
+	var seen []string
+	tb.eval(`outcomes`, &seen)
+	if strings.Join(seen, ",") != "sending,queued,created" {
+		t.Errorf("outcomes shown: got %v, want sending, queued, created", seen)
+	}
+	if got := tb.text("#result"); !strings.Contains(got, "It's yours!") || !strings.Contains(got, "for queued-buyer") {
+		t.Errorf("queued buy: got %q", got)
+	}
+}
+
+// notStarted shows the countdown of an upcoming sale and the refusal of an
+// early buy in words.
+func notStarted(t *testing.T, tb *tab, c *apptest.Client) {
+	t.Helper()
+	starts := time.Now().Add(90 * time.Minute).UTC().Format(time.RFC3339)
+	r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": "later", "stock": 1, "starts_at": starts}, true, nil)
+	var it apptest.Item
+	r.JSON(t, &it)
+	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, it.ID)))
+	tb.wait("the countdown", `document.getElementById("countdown").dataset.phase === "upcoming"`)
+	if got := tb.text("#countdown"); !strings.HasPrefix(got, "Starts in 1h 29m") {
+		t.Errorf("countdown: got %q, want Starts in 1h 29m…", got)
+	}
+	tb.do("buy early", keys("#user-id", "early"), click("#buy"))
+	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "sale_not_started"`)
+	if got := tb.text("#result"); !strings.Contains(got, "The sale has not started yet") {
+		t.Errorf("early buy: got %q", got)
+	}
+}
