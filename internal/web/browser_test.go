@@ -133,6 +133,18 @@ func (tb *tab) clean() {
 	}
 }
 
+// reported says whether the page's console has a message containing s.
+func (tb *tab) reported(s string) bool {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	for _, m := range tb.messages {
+		if strings.Contains(m.Text, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
