@@ -92,9 +92,12 @@ func runServe(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr 
 		}
 	}
 	fmt.Fprintf(stdout, "seckill listening on %s\n", l.Addr())
+	consoleAddr := l.Addr()
 	if admin != nil {
-		fmt.Fprintf(stdout, "  admin API, /metrics%s on %s\n", map[bool]string{true: " and pprof"}[cfg.Pprof], admin.Addr())
+		fmt.Fprintf(stdout, "  admin API, console, /metrics%s on %s\n", map[bool]string{true: " and pprof"}[cfg.Pprof], admin.Addr())
+		consoleAddr = admin.Addr()
 	}
+	fmt.Fprintf(stdout, "  admin console: http://%s/admin/  sale pages: http://%s/sale/{id}\n", consoleAddr, l.Addr())
 	for _, b := range a.Backends() {
 		fmt.Fprintf(stdout, "  backend: %s\n", b)
 	}

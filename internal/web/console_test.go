@@ -48,6 +48,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		buyQueued(t, sale, c, asyncID)
 		notStarted(t, sale, c)
 
+		// On a phone-sized screen nothing is wider than the screen (the
+		// tables scroll inside their box).
+		for _, tb := range []*tab{console, sale} {
+			tb.do("phone size", chromedp.EmulateViewport(390, 844))
+			var wide struct{ Page, Screen int }
+			tb.eval(`({page: document.documentElement.scrollWidth, screen: window.innerWidth})`, &wide)
+			if wide.Page > wide.Screen {
+				// The elements past the right edge, to say which.
+				var culprits []string
+				tb.eval(`[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).slice(0, 8).map(e => e.tagName + "#" + e.id + "." + e.className + " " + Math.round(e.getBoundingClientRect().right))`, &culprits)
+				t.Errorf("on a 390px screen the page is %dpx wide: %v", wide.Page, culprits)
+			}
+		}
+
 		// Nothing the pages showed ran as code, nothing they did broke
 		// the Content-Security-Policy, and no script failed.
 		for _, tb := range []*tab{console, sale} {

@@ -313,10 +313,18 @@
     for (const n of [...svgEl.children]) if (n.tagName !== "title") n.remove();
   }
 
+  // width is the drawing width of a chart: its width on screen, so text keeps
+  // its size on a phone, within 300 to 600 units.
+  function width(svgEl, height) {
+    const W = Math.max(300, Math.min(600, Math.round(svgEl.getBoundingClientRect().width) || 600));
+    svgEl.setAttribute("viewBox", "0 0 " + W + " " + height);
+    return W;
+  }
+
   function drawProgress(it) {
     const s = $("live-progress");
     reset(s);
-    const W = 600, frac = it.stock > 0 ? Math.min(1, it.sold / it.stock) : 1;
+    const W = width(s, 56), frac = it.stock > 0 ? Math.min(1, it.sold / it.stock) : 1;
     s.append(svg("rect", { x: 0, y: 0, width: W, height: 28, rx: 4, class: "track" }));
     s.append(svg("rect", { x: 0, y: 0, width: Math.round(W * frac), height: 28, rx: 4, class: "fill" }));
     const pct = it.stock > 0 ? Math.round(100 * it.sold / it.stock) : 100;
@@ -327,7 +335,8 @@
   function drawRate(now) {
     const s = $("live-chart");
     reset(s);
-    const L = 44, R = 590, T = 10, B = 170;
+    const W = width(s, 200);
+    const L = 44, R = W - 10, T = 10, B = 170;
     const pts = history.filter((h) => h.rate !== null);
     const top = niceMax(Math.max(1, ...pts.map((p) => p.rate)));
     const x = (t) => L + (R - L) * (1 - (now - t) / WINDOW_MS);
@@ -373,17 +382,17 @@
     text("live-rejections-since", "Counted by this instance since " + when(since) + ", while a live view is open.");
     const rows = Object.entries(counts || {}).sort((a, b) => b[1] - a[1]);
     if (rows.length === 0) {
-      s.setAttribute("viewBox", "0 0 600 30");
+      width(s, 30);
       s.append(svg("text", { x: 0, y: 20, class: "label" }, "No order refused."));
       return;
     }
     const H = 28, max = Math.max(...rows.map((r) => r[1]));
-    s.setAttribute("viewBox", "0 0 600 " + rows.length * H);
+    const W = width(s, rows.length * H), bars = W - 220;
     rows.forEach(([code, n], i) => {
-      const w = Math.max(2, Math.round(330 * n / max));
-      s.append(svg("text", { x: 150, y: i * H + 18, "text-anchor": "end", class: "label" }, reasonWords[code] || code));
-      s.append(svg("rect", { x: 160, y: i * H + 5, width: w, height: 18, rx: 3, class: "bar bar-" + code }));
-      s.append(svg("text", { x: 166 + w, y: i * H + 18, class: "label value", "data-code": code }, n));
+      const w = Math.max(2, Math.round(bars * n / max));
+      s.append(svg("text", { x: 140, y: i * H + 18, "text-anchor": "end", class: "label" }, reasonWords[code] || code));
+      s.append(svg("rect", { x: 150, y: i * H + 5, width: w, height: 18, rx: 3, class: "bar bar-" + code }));
+      s.append(svg("text", { x: 156 + w, y: i * H + 18, class: "label value", "data-code": code }, n));
     });
   }
 
