@@ -1,10 +1,15 @@
 package web_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +32,9 @@ const hostile = `<img src=x onerror=alert(1)>`
 func TestConsoleInBrowser(t *testing.T) {
 	br := newBrowser(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		_, c := apptest.Start(t, b, func(cfg *app.Config) {
+		logs := &syncBuffer{}
+		log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		_, c := apptest.StartLogged(t, b, log, func(cfg *app.Config) {
 			cfg.MaxDeliveries = 1 // a refused lua-async order is a dead letter at once
 			cfg.RateUser = ""     // several buys by one user are the point here
 		})
@@ -43,10 +50,33 @@ func TestConsoleInBrowser(t *testing.T) {
 		refuseStockBelowSold(t, console, c, id)
 		reconcileDryRun(t, console)
 		console.screenshot("console.png")
+		repairDrift(t, console, b, id)
 
 		asyncID := requeueDeadLetter(t, console, c, b)
 		buyQueued(t, sale, c, asyncID)
 		notStarted(t, sale, c)
+
+		// Each change made in the console is in the audit log, as through
+		// the API; the token is in no log line.
+		audited := map[string]int{}
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var e struct {
+				Msg, Action string
+				Item        int64
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "audit" {
+				audited[fmt.Sprintf("%s %d", e.Action, e.Item)]++
+			}
+		}
+		for _, want := range []string{fmt.Sprintf("create_item %d", id), fmt.Sprintf("set_stock %d", id),
+			fmt.Sprintf("reconcile %d", id), fmt.Sprintf("requeue_dead_letters %d", asyncID)} {
+			if audited[want] != 1 {
+				t.Errorf("audit log: %d %q, want 1 (all: %v)", audited[want], want, audited)
+			}
+		}
+		if strings.Contains(logs.String(), c.Token) {
+			t.Error("the admin token is in the log")
+		}
 
 		// On a phone-sized screen nothing is wider than the screen (the
 		// tables scroll inside their box).
@@ -260,6 +290,35 @@ func reconcileDryRun(t *testing.T, tb *tab) {
 	}
 }
 
+// repairDrift gives the gate a wrong stock behind the service's back; a dry
+// run shows the drift side by side, and a confirmed repair mends it.
+func repairDrift(t *testing.T, tb *tab, b testenv.Backend, id int64) {
+	t.Helper()
+	meta := fmt.Sprintf("%s:{item:%d}:meta", b.KeyPrefix, id)
+	if err := b.Redis(t).HSet(context.Background(), meta, "stock", 10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tb.do("reconcile dry run", click("#rc-dry"))
+	tb.wait("the drift", `document.getElementById("rc-drift").dataset.drift !== "0"`)
+	if got := tb.text("#rc-drift-list"); !strings.Contains(got, "gate stock 10, database stock 4") {
+		t.Errorf("drift list: got %q, want the gate stock named", got)
+	}
+	for _, r := range tb.rows("#rc-rows tr") {
+		if r[0] == "Stock" && strings.Join(r[1:], " | ") != "4 | 10" {
+			t.Errorf("stock row: got %v, want database 4, gate 10", r)
+		}
+	}
+	tb.do("repair", click("#rc-repair"))
+	tb.wait("the confirmation", `document.getElementById("confirm").open`)
+	tb.do("confirm", click("#confirm-ok"))
+	tb.wait("the repair", `document.getElementById("rc-drift").textContent.startsWith("Repaired.")`)
+	if got, err := b.Redis(t).HGet(context.Background(), meta, "stock").Result(); err != nil || got != "4" {
+		t.Errorf("gate stock after the repair: got %q %v, want 4", got, err)
+	}
+	tb.do("reconcile dry run", click("#rc-dry"))
+	tb.wait("no drift", `document.getElementById("rc-drift").textContent === "No drift: the database and the gate agree."`)
+}
+
 // requeueDeadLetter makes a real dead letter (the database refuses one
 // lua-async order, through a trigger), shows it in the console, cancels a
 // requeue, then requeues it once the trigger is gone, and sees the order
@@ -372,4 +431,22 @@ func notStarted(t *testing.T, tb *tab, c *apptest.Client) {
 	if got := tb.text("#result"); !strings.Contains(got, "The sale has not started yet") {
 		t.Errorf("early buy: got %q", got)
 	}
+}
+
+// syncBuffer is a bytes.Buffer the service's goroutines may write at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
