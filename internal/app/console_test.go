@@ -282,6 +282,8 @@ func TestConsolePages(t *testing.T) {
 		t.Errorf("admin API on the admin listener: got %d", r.Status)
 	}
 
+	_, jc := apptest.Start(t, b, func(cfg *app.Config) { cfg.UserJWTSecret = jwtSecret })
+
 	// No inline script, style or event handler in either page.
 	console := string(ac.Must(t, "GET", "/admin/", nil, false, nil).Body)
 	sale := string(c.Must(t, "GET", "/sale/1", nil, false, nil).Body)
@@ -293,7 +295,12 @@ func TestConsolePages(t *testing.T) {
 	if !strings.Contains(sale, `data-auth="user-id"`) {
 		t.Errorf("sale page: want data-auth=user-id")
 	}
-	_, jc := apptest.Start(t, b, func(cfg *app.Config) { cfg.UserJWTSecret = jwtSecret })
+	if !strings.Contains(console, `data-sale-pages="elsewhere"`) {
+		t.Errorf("console on the admin listener: want data-sale-pages=elsewhere (no links to the sale pages)")
+	}
+	if one := string(jc.Must(t, "GET", "/admin/", nil, false, nil).Body); !strings.Contains(one, `data-sale-pages="here"`) {
+		t.Errorf("console on the one listener: want data-sale-pages=here")
+	}
 	if jwtSale := string(jc.Must(t, "GET", "/sale/1", nil, false, nil).Body); !strings.Contains(jwtSale, `data-auth="user-token"`) {
 		t.Errorf("sale page in JWT mode: want data-auth=user-token")
 	}

@@ -72,7 +72,8 @@ func (h *Handler) consoleRoutes(pub, admin *gin.Engine) {
 		}
 		sale.ServeHTTP(c.Writer, c.Request)
 	})
-	admin.GET("/admin/", func(c *gin.Context) { web.Console(c.Writer, c.Request) })
+	console := web.NewConsolePage(admin == pub)
+	admin.GET("/admin/", func(c *gin.Context) { console.ServeHTTP(c.Writer, c.Request) })
 	assets := func(c *gin.Context) {
 		if !web.Asset(c.Writer, c.Request, c.Param("file")) {
 			abort(c, http.StatusNotFound, CodeNotFound, "no such asset")

@@ -51,10 +51,23 @@ func Asset(w http.ResponseWriter, r *http.Request, name string) bool {
 	return true
 }
 
-// Console serves the admin console's page.
-func Console(w http.ResponseWriter, r *http.Request) {
-	b, _ := static.ReadFile("static/console.html")
-	serve(w, r, "text/html; charset=utf-8", b)
+// ConsolePage is the admin console's page.
+type ConsolePage struct{ html []byte }
+
+// NewConsolePage renders the console. salePagesHere says the sale pages are
+// served on the console's listener (there is no separate admin listener), so
+// the console links to them.
+func NewConsolePage(salePagesHere bool) *ConsolePage {
+	where := "elsewhere"
+	if salePagesHere {
+		where = "here"
+	}
+	return &ConsolePage{html: render("static/console.html", struct{ SalePages string }{where})}
+}
+
+// ServeHTTP serves the page.
+func (p *ConsolePage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serve(w, r, "text/html; charset=utf-8", p.html)
 }
 
 // SalePage is the sale page, rendered once for the service's user mode.
@@ -64,15 +77,26 @@ type SalePage struct{ html []byte }
 // from a bearer token (JWT mode) rather than a user id in the body: the page
 // then asks for a token.
 func NewSalePage(userTokens bool) *SalePage {
-	src, _ := static.ReadFile("static/sale.html")
-	t := template.Must(template.New("sale").Parse(string(src)))
 	mode := "user-id"
 	if userTokens {
 		mode = "user-token"
 	}
+	return &SalePage{html: render("static/sale.html", struct{ Mode string }{mode})}
+}
+
+// render executes an embedded page as an html/template with data, once, at
+// start: the pages are fixed and the data a few constant words.
+func render(name string, data any) []byte {
+	src, err := static.ReadFile(name)
+	if err != nil {
+		panic(err) // embedded: a missing page is a build mistake
+	}
+	t := template.Must(template.New(name).Parse(string(src)))
 	var b bytes.Buffer
-	_ = t.Execute(&b, struct{ Mode string }{mode}) // a fixed template and a fixed value
-	return &SalePage{html: b.Bytes()}
+	if err := t.Execute(&b, data); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
 }
 
 // ServeHTTP serves the page; the item is read by the page's script.

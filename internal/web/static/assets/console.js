@@ -163,7 +163,13 @@
     current = r.data;
     text("d-id", current.id);
     text("d-name", current.name);
+    // With an admin listener of its own, the sale pages are on the public
+    // one, whose address this page does not know: it names the path.
+    const here = document.body.dataset.salePages === "here";
+    $("d-sale-link").hidden = !here;
+    $("d-sale-path").hidden = here;
     $("d-sale-link").href = "/sale/" + current.id;
+    text("d-sale-path", "Sale page: /sale/" + current.id + " on the public listener");
     $("new-stock-value").value = current.stock;
     $("detail").hidden = false;
     $("live-queue").hidden = current.strategy !== "lua-async";
