@@ -8,6 +8,7 @@
   const tokenMode = document.body.dataset.auth === "user-token";
   const result = document.getElementById("result");
   let item = null;
+  let skew = 0; // server clock minus this one, from the Date header (ms)
 
   document.getElementById("user-id-field").hidden = tokenMode;
   document.getElementById("user-token-field").hidden = !tokenMode;
@@ -32,6 +33,9 @@
       return;
     }
     item = r.data;
+    const served = Date.parse(r.headers.get("Date") || "");
+    // The header has whole seconds: only a clock off by more is corrected.
+    if (!Number.isNaN(served)) skew = Math.abs(served - Date.now()) > 2000 ? served - Date.now() : 0;
     document.title = item.name + " – flash sale";
     text("name", item.name);
     text("price", "Price: " + money(item.price_cents));
@@ -42,7 +46,7 @@
 
   function tick() {
     if (!item) return;
-    const now = Date.now();
+    const now = Date.now() + skew;
     const starts = item.starts_at ? Date.parse(item.starts_at) : null;
     const ends = item.ends_at ? Date.parse(item.ends_at) : null;
     const c = document.getElementById("countdown");
@@ -130,5 +134,7 @@
   document.getElementById("buy-form").addEventListener("submit", buy);
   load();
   setInterval(tick, 1000);
-  setInterval(load, 3000);
+  // Every open page reads the item; every 5 seconds, and not while hidden,
+  // keeps a crowd of waiting buyers from costing much.
+  setInterval(() => { if (!document.hidden) load(); }, 5000);
 })();
