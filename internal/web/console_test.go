@@ -54,7 +54,9 @@ func TestConsoleInBrowser(t *testing.T) {
 
 		asyncID := requeueDeadLetter(t, console, c, b)
 		buyQueued(t, sale, c, asyncID)
+		buyFailed(t, sale, c, b)
 		notStarted(t, sale, c)
+		ended(t, sale, c)
 
 		// Each change made in the console is in the audit log, as through
 		// the API; the token is in no log line.
@@ -410,6 +412,44 @@ func buyQueued(t *testing.T, tb *tab, c *apptest.Client, id int64) {
 	}
 	if got := tb.text("#result"); !strings.Contains(got, "It's yours!") || !strings.Contains(got, "for queued-buyer") {
 		t.Errorf("queued buy: got %q", got)
+	}
+}
+
+// buyFailed: a lua-async order the database refuses after its 202 (the
+// stock was taken away behind the gate's back, as after Redis lost data) is
+// shown as failed, not as bought.
+func buyFailed(t *testing.T, tb *tab, c *apptest.Client, b testenv.Backend) {
+	t.Helper()
+	it := c.CreateItem(t, 5, "lua-async")
+	if err := b.DB(t).Exec("UPDATE items SET stock = 0 WHERE id = ?", it.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, it.ID)))
+	tb.wait("the item", `document.getElementById("remaining").textContent === "0"`)
+	tb.do("buy", keys("#user-id", "unlucky"), click("#buy"))
+	tb.wait("the failure", `document.getElementById("result").dataset.outcome === "failed"`)
+	if got := tb.text("#result"); !strings.Contains(got, "Your order failed.") || !strings.Contains(got, "could not be recorded. Sorry, it is sold out") {
+		t.Errorf("failed order: got %q, want the failure and its reason", got)
+	}
+}
+
+// ended shows an ended sale as such, and refuses a buy in words.
+func ended(t *testing.T, tb *tab, c *apptest.Client) {
+	t.Helper()
+	r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": "over", "stock": 1,
+		"starts_at": time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339),
+		"ends_at":   time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}, true, nil)
+	var it apptest.Item
+	r.JSON(t, &it)
+	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, it.ID)))
+	tb.wait("the end", `document.getElementById("countdown").dataset.phase === "ended"`)
+	if got := tb.text("#countdown"); !strings.HasPrefix(got, "The sale ended on ") {
+		t.Errorf("countdown: got %q, want The sale ended on …", got)
+	}
+	tb.do("buy late", keys("#user-id", "late"), click("#buy"))
+	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "sale_ended"`)
+	if got := tb.text("#result"); !strings.Contains(got, "The sale has ended") {
+		t.Errorf("late buy: got %q", got)
 	}
 }
 

@@ -88,7 +88,8 @@
       const o = r.data;
       if (o.status === "pending") continue;
       if (o.status === "failed") {
-        show("failed", "Your order failed.", "Order " + o.id + " could not be recorded (" + (o.reason || "unknown reason") + "). You were not charged.");
+        const why = refusals[o.reason] || "The reason given is " + (o.reason || "unknown") + ".";
+        show("failed", "Your order failed.", "Order " + o.id + " was queued but could not be recorded. " + why);
       } else {
         show("created", "It's yours!", ...orderLines(o));
       }
