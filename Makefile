@@ -1,4 +1,5 @@
-# Developer entry points. CI runs .ci/run, which does lint, test and fuzz.
+# Developer entry points. CI runs .ci/run, which starts the services and
+# then runs `make lint test fuzz FUZZTIME=20s`: the two cannot drift.
 .PHONY: run test lint bench loadtest fuzz
 
 run:
@@ -9,8 +10,10 @@ test:
 	go test -race -count=1 -p 1 ./...
 
 lint:
-	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
+	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	go vet -tags faultinject ./internal/app/ ./internal/faulttest/
 	go tool -modfile=tools/go.mod staticcheck ./...
 
 bench:

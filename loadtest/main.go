@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		quiet        bool
 		seed         uint64
 		baselineFlag time.Duration
+		sweep        string
+		sweepSeconds float64
 	)
 	fs.StringVar(&cfg.BaseURL, "url", "http://127.0.0.1:8080", "service base URL (loopback only)")
 	fs.StringVar(&cfg.AdminToken, "token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token (default $SECKILL_ADMIN_TOKEN)")
@@ -72,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&jsonPath, "json", "", "write the report as JSON to this file")
 	fs.BoolVar(&quiet, "q", false, "no progress lines")
 	fs.Uint64Var(&seed, "seed", 0, "plan seed (0 = from the clock)")
+	fs.StringVar(&sweep, "sweep", "", "open-loop rate sweep: comma-separated rates (e.g. 1000,2000,4000); -report then draws latency against rate (.svg)")
+	fs.Float64Var(&sweepSeconds, "sweep-seconds", 5, "with -sweep: seconds of load at each rate")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -156,6 +161,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	if sweep != "" {
+		return runSweep(ctx, cfg, sweep, sweepSeconds, reportPath, stdout, stderr)
+	}
 	rep, err := harness.Run(ctx, cfg)
 	if rep != nil {
 		rep.WriteText(stdout)
@@ -206,4 +214,56 @@ func writeOutputs(rep *harness.Report, reportPath, jsonPath string) error {
 		}
 	}
 	return nil
+}
+
+// runSweep runs the open-loop rate sweep and writes its table, and its
+// chart when -report names an .svg file.
+func runSweep(ctx context.Context, cfg harness.Config, list string, seconds float64, reportPath string, stdout, stderr io.Writer) int {
+	var rates []float64
+	for _, f := range strings.Split(list, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r <= 0 {
+			fmt.Fprintf(stderr, "-sweep: %q is not a positive rate\n", f)
+			return 2
+		}
+		rates = append(rates, r)
+	}
+	if seconds <= 0 {
+		fmt.Fprintln(stderr, "-sweep-seconds must be positive")
+		return 2
+	}
+	if reportPath != "" && !strings.EqualFold(filepath.Ext(reportPath), ".svg") {
+		fmt.Fprintln(stderr, "with -sweep, -report must end in .svg")
+		return 2
+	}
+	points, err := harness.Sweep(ctx, cfg, rates, seconds, stderr)
+	harness.WriteSweepText(stdout, points)
+	if err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		return 1
+	}
+	if reportPath != "" {
+		f, err := os.Create(reportPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "-report: %v\n", err)
+			return 1
+		}
+		title := fmt.Sprintf("seckill open-loop latency sweep, %s (%d s per rate)", time.Now().UTC().Format("2006-01-02 15:04 UTC"), int(seconds))
+		err = harness.WriteSweepSVG(f, title, points)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "-report: %v\n", err)
+			return 1
+		}
+	}
+	for _, p := range points {
+		if !p.Pass {
+			fmt.Fprintln(stdout, "RESULT: FAIL (a sweep run broke an invariant)")
+			return 1
+		}
+	}
+	fmt.Fprintln(stdout, "RESULT: PASS")
+	return 0
 }

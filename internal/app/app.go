@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,7 +52,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	rateUser, _ := ratelimit.Parse(cfg.RateUser) // validated above
 	rateIP, _ := ratelimit.Parse(cfg.RateIP)
 	if cfg.SQLitePath == "" {
-		cfg.SQLitePath = "seckill.db"
+		cfg.SQLitePath = DefaultSQLitePath
 	}
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = randomToken()
@@ -82,7 +83,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		RequestTimeout: reqTimeout, WriteTimeout: dbTimeout,
 		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
 		Async: stock.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
-			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(cfg.CrashAfterCommit),
+			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(os.Getenv),
 			Durability: cfg.AsyncDurability},
 		PaymentTimeout: cfg.PaymentTimeout, Lifecycle: a.metrics})
 	if err != nil {
@@ -90,7 +91,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	prefix := cfg.KeyPrefix
 	if prefix == "" {
-		prefix = "seckill"
+		prefix = DefaultKeyPrefix
 	}
 	hcfg := handler.Config{AdminToken: cfg.AdminToken, Logger: log, RequestTimeout: reqTimeout,
 		Metrics: a.metrics, SeparateAdmin: cfg.AdminAddr != "", Pprof: cfg.Pprof,
@@ -168,7 +169,7 @@ func (a *App) Serve(ctx context.Context, l, admin net.Listener) error {
 	}
 	timeout := a.cfg.ShutdownTimeout
 	if timeout == 0 {
-		timeout = 15 * time.Second
+		timeout = DefaultShutdownTimeout
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -230,7 +231,7 @@ func (a *App) Close() error {
 func (a *App) drainEmbedded() {
 	timeout := a.cfg.ShutdownTimeout
 	if timeout == 0 {
-		timeout = 15 * time.Second
+		timeout = DefaultShutdownTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -248,7 +249,7 @@ func (a *App) drainEmbedded() {
 // addr is the configured listen address.
 func (a *App) addr() string {
 	if a.cfg.Addr == "" {
-		return ":8080"
+		return DefaultAddr
 	}
 	return a.cfg.Addr
 }

@@ -28,9 +28,9 @@ func openRedis(ctx context.Context, url string, timeout time.Duration, log *slog
 		return nil, nil, "", fmt.Errorf("SECKILL_REDIS_URL: %w", err)
 	}
 	if timeout == 0 {
-		timeout = time.Second
+		timeout = DefaultRedisTimeout
 		if embedded != nil {
-			timeout = 10 * time.Second
+			timeout = DefaultEmbeddedRedisTimeout
 		}
 	}
 	opt.DialTimeout = timeout

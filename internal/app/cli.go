@@ -117,7 +117,7 @@ func runServe(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr 
 
 func runMigrate(ctx context.Context, cfg Config, stdout, stderr io.Writer) int {
 	if cfg.SQLitePath == "" {
-		cfg.SQLitePath = "seckill.db"
+		cfg.SQLitePath = DefaultSQLitePath
 	}
 	db, desc, applied, err := database.Open(ctx, cfg.MySQLDSN, cfg.SQLitePath)
 	if err != nil {

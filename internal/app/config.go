@@ -100,11 +100,6 @@ type Config struct {
 	// "fsync" (Redis fsyncs every write: appendonly yes, appendfsync
 	// always; checked at start and while running). Default "memory".
 	AsyncDurability string
-	// CrashAfterCommit, when positive, kills the process (SIGKILL) right
-	// after its n-th lua-async batch commits, before the batch is
-	// acknowledged in Redis (SECKILL_TEST_CRASH_AFTER_COMMIT). A fault
-	// injection point for crash tests; never set it in production.
-	CrashAfterCommit int
 	// PaymentTimeout is how long after its sale an order may be paid; an
 	// unpaid order is then cancelled and its unit returned to stock
 	// (SECKILL_PAYMENT_TIMEOUT). The command line's default is
@@ -113,43 +108,20 @@ type Config struct {
 	PaymentTimeout time.Duration
 }
 
-// DefaultPaymentTimeout is the payment deadline of an order unless
-// SECKILL_PAYMENT_TIMEOUT says otherwise.
-const DefaultPaymentTimeout = 15 * time.Minute
-
-// DefaultRateUser lets a user place a burst of 10 orders and 10 a second
-// after it: plenty for a person retrying (with idempotent replays), and far
-// above the 2-per-user bursts of the load tests; a bot hammering one account
-// gets 429s. It applies with a real Redis only: the embedded one runs Lua
-// several times slower, a stampede on it already nears its timeouts, and a
-// single process needs no shared budget.
-const DefaultRateUser = "10/s"
-
-// maxRequestTimeout keeps the request bound under the server's write timeout.
-const maxRequestTimeout = time.Minute
-
-// Defaults of the timeouts (see Config).
-const (
-	defaultRequestTimeout = 10 * time.Second
-	defaultLockWait       = 5 * time.Second
-	defaultDBTimeout      = time.Second
-	defaultSQLiteTimeout  = 5 * time.Second
-)
-
 // timeouts resolves the request, lock wait and database write bounds,
 // applying the defaults to the values left zero.
 func (c *Config) timeouts() (request, lockWait, dbWrite time.Duration) {
 	request, lockWait, dbWrite = c.RequestTimeout, c.LockWait, c.DBTimeout
 	if request == 0 {
-		request = defaultRequestTimeout
+		request = DefaultRequestTimeout
 	}
 	if lockWait == 0 {
-		lockWait = min(defaultLockWait, request/2)
+		lockWait = min(DefaultLockWait, request/2)
 	}
 	if dbWrite == 0 {
-		dbWrite = defaultDBTimeout
+		dbWrite = DefaultDBTimeout
 		if c.MySQLDSN == "" {
-			dbWrite = defaultSQLiteTimeout
+			dbWrite = DefaultSQLiteDBTimeout
 		}
 		dbWrite = min(dbWrite, request/2)
 	}
@@ -175,37 +147,80 @@ type setting struct {
 	dur             *time.Duration
 	boolean         *bool
 	integer         *int
-	def             string
+	// def is the flag's default, parsed like the variable's value.
+	def string
+	// doc is the default as the README's table states it (Markdown), for a
+	// default that is not simply def (computed, or absent); empty: `def`.
+	doc string
+}
+
+// documented is the default as the README states it.
+func (s setting) documented() string {
+	if s.doc != "" {
+		return s.doc
+	}
+	return "`" + s.def + "`"
+}
+
+// usage is the flag's help: what it means, its variable, and, when the
+// flag package would not show it, its default.
+func (s setting) usage() string {
+	// No backquotes: the flag package takes a backquoted word for the
+	// name of the flag's value.
+	plain := func(s string) string { return strings.ReplaceAll(s, "`", "") }
+	if s.doc == "" {
+		return fmt.Sprintf("%s (env %s)", plain(s.help), s.env)
+	}
+	return fmt.Sprintf("%s (env %s; default: %s)", plain(s.help), s.env, plain(s.doc))
 }
 
 func (c *Config) settings() []setting {
+	dur := shortDuration
 	return []setting{
-		{env: "SECKILL_ADDR", flag: "addr", help: "listen address", str: &c.Addr, def: ":8080"},
-		{env: "SECKILL_REDIS_URL", flag: "redis-url", help: "redis://host:port/db; empty = embedded in-process Redis", str: &c.RedisURL},
-		{env: "SECKILL_MYSQL_DSN", flag: "mysql-dsn", help: "MySQL DSN, e.g. root@tcp(127.0.0.1:3306)/seckill?parseTime=true; empty = embedded SQLite", str: &c.MySQLDSN},
-		{env: "SECKILL_SQLITE_PATH", flag: "sqlite-path", help: "embedded SQLite file", str: &c.SQLitePath, def: "seckill.db"},
-		{env: "SECKILL_ADMIN_TOKEN", flag: "admin-token", help: "admin bearer token; required with MySQL, generated when embedded", str: &c.AdminToken},
-		{env: "SECKILL_STRATEGY", flag: "strategy", help: "default strategy of new items: lua or lock", str: &c.Strategy, def: "lua"},
-		{env: "SECKILL_KEY_PREFIX", flag: "key-prefix", help: "prefix of every Redis key", str: &c.KeyPrefix, def: "seckill"},
-		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a lock-strategy order waits for the item lock, under the request timeout; 0 = 5s or half the request timeout if less", dur: &c.LockWait, def: "0s"},
-		{env: "SECKILL_DB_TIMEOUT", flag: "db-timeout", help: "bound on each statement of a lua or lock order transaction, under the request timeout; 0 = 1s (5s with embedded SQLite) or half the request timeout if less", dur: &c.DBTimeout, def: "0s"},
-		{env: "SECKILL_REDIS_TIMEOUT", flag: "redis-timeout", help: "bound on each Redis call; 0 = 1s (10s embedded)", dur: &c.RedisTimeout, def: "0s"},
-		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", help: "bound on graceful shutdown", dur: &c.ShutdownTimeout, def: "15s"},
-		{env: "SECKILL_REQUEST_TIMEOUT", flag: "request-timeout", help: "bound on each request's work", dur: &c.RequestTimeout, def: "10s"},
-		{env: "SECKILL_LOG_FORMAT", flag: "log-format", help: "json or text; empty = text when embedded, json otherwise", str: &c.LogFormat},
-		{env: "SECKILL_LOG_LEVEL", flag: "log-level", help: "debug, info, warn or error", str: &c.LogLevel, def: "info"},
-		{env: "SECKILL_RATE_USER", flag: "rate-user", help: "orders per user, N/s, N/m or N/h with optional :burst; 0 = off; empty = " + DefaultRateUser + " with a real Redis, off when embedded", str: &c.RateUser},
-		{env: "SECKILL_RATE_IP", flag: "rate-ip", help: "orders per client address, same syntax; 0 = off", str: &c.RateIP, def: "0"},
-		{env: "SECKILL_USER_JWT_SECRET", flag: "user-jwt-secret", help: "HS256 secret of user tokens (at least 32 bytes); set = orders need a bearer token whose sub is the user", str: &c.UserJWTSecret},
-		{env: "SECKILL_ADMIN_ADDR", flag: "admin-addr", help: "separate listen address of the admin API, /metrics and pprof; empty = the main listener", str: &c.AdminAddr},
-		{env: "SECKILL_PPROF", flag: "pprof", help: "serve /debug/pprof/ on the admin listener (needs SECKILL_ADMIN_ADDR)", boolean: &c.Pprof, def: "false"},
-		{env: "SECKILL_WRITERS", flag: "writers", help: "lua-async writers in this process; 0 = leave writing to seckill worker", integer: &c.Writers, def: "2"},
-		{env: "SECKILL_WRITER_BATCH", flag: "writer-batch", help: "most queued orders a writer persists in one transaction", integer: &c.WriterBatch, def: "500"},
-		{env: "SECKILL_CLAIM_IDLE", flag: "claim-idle", help: "backstop: how long a queued order may sit with a live writer that stopped renewing its claim before another claims it (at least 5s; a crashed writer is taken over through its lease)", dur: &c.ClaimIdle, def: "30s"},
-		{env: "SECKILL_ASYNC_DURABILITY", flag: "async-durability", help: "what a lua-async 202 waits for: memory, or fsync (needs Redis with appendonly yes and appendfsync always)", str: &c.AsyncDurability, def: "memory"},
-		{env: "SECKILL_TEST_CRASH_AFTER_COMMIT", flag: "test-crash-after-commit", help: "fault injection for tests: SIGKILL this process after its n-th lua-async batch commits, before XACK; 0 = never", integer: &c.CrashAfterCommit, def: "0"},
-		{env: "SECKILL_MAX_DELIVERIES", flag: "max-deliveries", help: "deliveries of a queued order before it goes to the dead-letter stream", integer: &c.MaxDeliveries, def: "5"},
-		{env: "SECKILL_PAYMENT_TIMEOUT", flag: "payment-timeout", help: "how long an order may stay unpaid before it is cancelled and its unit returned; 0 = never", dur: &c.PaymentTimeout, def: DefaultPaymentTimeout.String()},
+		{env: "SECKILL_ADDR", flag: "addr", help: "listen address", str: &c.Addr, def: DefaultAddr},
+		{env: "SECKILL_REDIS_URL", flag: "redis-url", help: "`redis://host:port/db`", str: &c.RedisURL,
+			doc: "empty: embedded in-process Redis (miniredis) on loopback, with a random password made at start"},
+		{env: "SECKILL_MYSQL_DSN", flag: "mysql-dsn", help: "go-sql-driver DSN, e.g. `root@tcp(127.0.0.1:3306)/seckill?parseTime=true`", str: &c.MySQLDSN,
+			doc: "empty: embedded SQLite file"},
+		{env: "SECKILL_SQLITE_PATH", flag: "sqlite-path", help: "the embedded SQLite file", str: &c.SQLitePath, def: DefaultSQLitePath},
+		{env: "SECKILL_ADMIN_TOKEN", flag: "admin-token", help: "bearer token of the admin API, at least 16 characters", str: &c.AdminToken,
+			doc: "required with MySQL; generated and printed when embedded"},
+		{env: "SECKILL_STRATEGY", flag: "strategy", help: "strategy of items created without one: `lua`, `lock` or `lua-async`", str: &c.Strategy, def: DefaultStrategy},
+		{env: "SECKILL_KEY_PREFIX", flag: "key-prefix", help: "prefix of every Redis key", str: &c.KeyPrefix, def: DefaultKeyPrefix},
+		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a `lock` order waits for the item's lock before 503; must be under the request timeout", dur: &c.LockWait, def: "0s",
+			doc: "`" + dur(DefaultLockWait) + "` (or half the request timeout if less)"},
+		{env: "SECKILL_REDIS_TIMEOUT", flag: "redis-timeout", help: "bound on each Redis call and pool wait", dur: &c.RedisTimeout, def: "0s",
+			doc: "`" + dur(DefaultRedisTimeout) + "` (`" + dur(DefaultEmbeddedRedisTimeout) + "` embedded)"},
+		{env: "SECKILL_SHUTDOWN_TIMEOUT", flag: "shutdown-timeout", help: "bound on graceful shutdown (SIGINT/SIGTERM)", dur: &c.ShutdownTimeout, def: dur(DefaultShutdownTimeout)},
+		{env: "SECKILL_REQUEST_TIMEOUT", flag: "request-timeout", help: "bound on each request's work (at most `" + dur(maxRequestTimeout) + "`); every order is answered within it, " +
+			"a 503 `unavailable` when its work can't finish", dur: &c.RequestTimeout, def: dur(DefaultRequestTimeout)},
+		{env: "SECKILL_DB_TIMEOUT", flag: "db-timeout", help: "bound on each step (statement, commit) of a `lua`/`lock` order's transaction, so a stalled database " +
+			"answers 503 in about this long; must be under the request timeout", dur: &c.DBTimeout, def: "0s",
+			doc: "`" + dur(DefaultDBTimeout) + "` (`" + dur(DefaultSQLiteDBTimeout) + "` with the embedded SQLite; or half the request timeout if less)"},
+		{env: "SECKILL_LOG_FORMAT", flag: "log-format", help: "`json` or `text`", str: &c.LogFormat,
+			doc: "`text` when both backends are embedded, `json` otherwise"},
+		{env: "SECKILL_LOG_LEVEL", flag: "log-level", help: "`debug`, `info`, `warn` or `error` (`debug` logs every request)", str: &c.LogLevel, def: DefaultLogLevel},
+		{env: "SECKILL_RATE_USER", flag: "rate-user", help: "orders per user: `N/s`, `N/m` or `N/h`, optionally `:burst` (e.g. `600/m:20`); `0` = off", str: &c.RateUser,
+			doc: "`" + DefaultRateUser + "` (burst 10) with a real Redis; off with the embedded one"},
+		{env: "SECKILL_RATE_IP", flag: "rate-ip", help: "orders per client address, same syntax", str: &c.RateIP, def: DefaultRateIP},
+		{env: "SECKILL_USER_JWT_SECRET", flag: "user-jwt-secret", help: "HS256 secret of user tokens, at least 32 bytes; set = JWT mode", str: &c.UserJWTSecret,
+			doc: "empty: the body's `user_id` is trusted"},
+		{env: "SECKILL_ADMIN_ADDR", flag: "admin-addr", help: "separate listen address of the admin API, the console, `/metrics` and pprof", str: &c.AdminAddr,
+			doc: "empty: the main listener"},
+		{env: "SECKILL_PPROF", flag: "pprof", help: "serve `/debug/pprof/` on the admin listener, behind the admin token; needs `SECKILL_ADMIN_ADDR`", boolean: &c.Pprof, def: "false"},
+		{env: "SECKILL_WRITERS", flag: "writers", help: "`lua-async` writers in this process; `0` leaves writing to `seckill worker` processes and needs `SECKILL_REDIS_URL`",
+			integer: &c.Writers, def: fmt.Sprint(DefaultWriters)},
+		{env: "SECKILL_WRITER_BATCH", flag: "writer-batch", help: fmt.Sprintf("most queued orders one writer persists in one transaction (1 to %d)", maxWriterBatch),
+			integer: &c.WriterBatch, def: fmt.Sprint(DefaultWriterBatch)},
+		{env: "SECKILL_CLAIM_IDLE", flag: "claim-idle", help: "backstop: how long a queued order may sit with a live writer that stopped renewing its claim " +
+			"before another writer claims it; at least `" + dur(minClaimIdle) + "` (a crashed writer is taken over through its one-second lease)",
+			dur: &c.ClaimIdle, def: dur(DefaultClaimIdle)},
+		{env: "SECKILL_MAX_DELIVERIES", flag: "max-deliveries", help: "deliveries of a queued order before it goes to the item's dead-letter stream",
+			integer: &c.MaxDeliveries, def: fmt.Sprint(DefaultMaxDeliveries)},
+		{env: "SECKILL_ASYNC_DURABILITY", flag: "async-durability", help: "what a `lua-async` 202 waits for: `memory`, or `fsync` (needs Redis with " +
+			"`appendonly yes` and `appendfsync always`)", str: &c.AsyncDurability, def: DefaultAsyncDurability},
+		{env: "SECKILL_PAYMENT_TIMEOUT", flag: "payment-timeout", help: "how long an order may stay unpaid; then it is cancelled and its unit returned to stock; " +
+			"`0` = orders never expire", dur: &c.PaymentTimeout, def: dur(DefaultPaymentTimeout)},
 	}
 }
 
@@ -219,7 +234,7 @@ func ParseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (C
 		if v := getenv(s.env); v != "" {
 			val = v
 		}
-		help := fmt.Sprintf("%s (env %s)", s.help, s.env)
+		help := s.usage()
 		switch {
 		case s.str != nil:
 			fs.StringVar(s.str, s.flag, val, help)
@@ -255,12 +270,6 @@ func ParseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (C
 	return c, errors.Join(problems...)
 }
 
-// minClaimIdle is the smallest SECKILL_CLAIM_IDLE: a writer renews its
-// claim every quarter of it, so only a writer that could not reach Redis
-// for seconds on end can lose its entries to the backstop, even on a busy
-// machine.
-const minClaimIdle = 5 * time.Second
-
 // Validate checks the values against each other.
 func (c *Config) Validate() error {
 	var problems []error
@@ -285,8 +294,8 @@ func (c *Config) Validate() error {
 	default:
 		problems = append(problems, fmt.Errorf("SECKILL_ASYNC_DURABILITY=%q: want memory or fsync", c.AsyncDurability))
 	}
-	if c.Writers < -1 || c.Writers > 64 {
-		problems = append(problems, fmt.Errorf("SECKILL_WRITERS=%d: want 0 to 64", c.Writers))
+	if c.Writers < -1 || c.Writers > maxWriters {
+		problems = append(problems, fmt.Errorf("SECKILL_WRITERS=%d: want 0 to %d", c.Writers, maxWriters))
 	}
 	if c.Writers == -1 && c.RedisURL == "" {
 		// The queue would live in this process only, where no writer runs:
@@ -295,17 +304,17 @@ func (c *Config) Validate() error {
 			"so only this process's writers can write its lua-async orders (seckill worker refuses the embedded Redis); "+
 			"run at least one writer, or use a real Redis shared with seckill worker processes"))
 	}
-	if c.WriterBatch < 0 || c.WriterBatch > 5000 {
-		problems = append(problems, fmt.Errorf("SECKILL_WRITER_BATCH=%d: want 1 to 5000 (0 = the default 500)", c.WriterBatch))
+	if c.WriterBatch < 0 || c.WriterBatch > maxWriterBatch {
+		problems = append(problems, fmt.Errorf("SECKILL_WRITER_BATCH=%d: want 1 to %d (0 = the default %d)", c.WriterBatch, maxWriterBatch, DefaultWriterBatch))
 	}
-	if c.MaxDeliveries < 0 || c.MaxDeliveries > 1000 {
-		problems = append(problems, fmt.Errorf("SECKILL_MAX_DELIVERIES=%d: want 1 to 1000 (0 = the default 5)", c.MaxDeliveries))
+	if c.MaxDeliveries < 0 || c.MaxDeliveries > maxMaxDeliveries {
+		problems = append(problems, fmt.Errorf("SECKILL_MAX_DELIVERIES=%d: want 1 to %d (0 = the default %d)", c.MaxDeliveries, maxMaxDeliveries, DefaultMaxDeliveries))
 	}
 	if c.ClaimIdle != 0 && c.ClaimIdle < minClaimIdle {
-		problems = append(problems, fmt.Errorf("SECKILL_CLAIM_IDLE=%s: at least %s (0 = the default 30s). It is only the backstop "+
+		problems = append(problems, fmt.Errorf("SECKILL_CLAIM_IDLE=%s: at least %s (0 = the default %s). It is only the backstop "+
 			"that takes over orders a live writer stopped renewing (renewed every quarter of it); a crashed writer's orders are "+
 			"taken over through its one-second lease whatever this is, so a smaller value would only risk orders bouncing "+
-			"between writers during a database stall", c.ClaimIdle, minClaimIdle))
+			"between writers during a database stall", c.ClaimIdle, minClaimIdle, DefaultClaimIdle))
 	}
 	if c.LockWait < 0 || c.DBTimeout < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 || c.ClaimIdle < 0 {
 		problems = append(problems, errors.New("durations must not be negative"))

@@ -69,7 +69,7 @@ func userRange(prefix string, from, to int) []string {
 // counter climbs back, say) and the item sells exactly its stock.
 //
 // lua-async's 202s of orders still queued in Redis are lost with it by
-// contract (README, "What a 202 guarantees": none without persistence), so
+// contract (docs/DESIGN.md, "What a 202 guarantees": none without persistence), so
 // the kill comes once they are written.
 func TestRedisRestartMidSale(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {

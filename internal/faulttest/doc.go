@@ -11,8 +11,9 @@
 // with the database again.
 //
 // The package has no code of its own; everything is in its _test.go files.
-// TestMain builds ./cmd/seckill once (with -race when the tests run with
-// -race). Each test uses its own database and key prefix (testenv.Real),
+// TestMain builds ./cmd/seckill once with -tags faultinject, which adds the
+// SECKILL_TEST_CRASH_AFTER_COMMIT fault point (absent from the production
+// build), and with -race when the tests run with -race. Each test uses its own database and key prefix (testenv.Real),
 // and never flushes the shared Redis: the flush test starts a private
 // redis-server. Run it with
 //

@@ -42,7 +42,8 @@ func buildSeckill(dir string) (string, error) {
 		return "", fmt.Errorf("not inside a Go module (go env GOMOD = %q)", gomod)
 	}
 	bin := filepath.Join(dir, "seckill")
-	args := []string{"build", "-o", bin}
+	// faultinject: SECKILL_TEST_CRASH_AFTER_COMMIT exists only in such a build.
+	args := []string{"build", "-tags", "faultinject", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}

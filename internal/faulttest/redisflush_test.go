@@ -94,7 +94,7 @@ func TestRedisFlushDuringLoad(t *testing.T) {
 // units the batch takes, so answers given after the loss would fail. The
 // rebuild moves the item's queue epoch on, and the batch's UPDATE carries
 // the old one, so the database refuses it: it is dropped, lost with the
-// rest of the queue (as the README says of a 202 without Redis
+// rest of the queue (as docs/DESIGN.md says of a 202 without Redis
 // persistence), and counted in seckill_async_orders_lost_total. Every order acknowledged after the loss
 // must be written, and the gate must agree with the database.
 func TestRedisFlushWhileWriterHoldsBatch(t *testing.T) {

@@ -1,0 +1,71 @@
+package app
+
+import (
+	"strings"
+	"time"
+)
+
+// The defaults of Config, each defined once: the wiring, the validation,
+// the flag help and the README's configuration table (checked by
+// TestReadmeListsEverySetting) all read them from here.
+const (
+	DefaultAddr       = ":8080"
+	DefaultSQLitePath = "seckill.db"
+	DefaultStrategy   = "lua"
+	DefaultKeyPrefix  = "seckill"
+	// DefaultRequestTimeout bounds each request's work; at most
+	// maxRequestTimeout, which keeps it under the server's write timeout.
+	DefaultRequestTimeout = 10 * time.Second
+	maxRequestTimeout     = time.Minute
+	// DefaultLockWait and DefaultDBTimeout apply unless half the request
+	// timeout is less; the embedded SQLite, whose one connection queues
+	// every write, gets DefaultSQLiteDBTimeout.
+	DefaultLockWait        = 5 * time.Second
+	DefaultDBTimeout       = time.Second
+	DefaultSQLiteDBTimeout = 5 * time.Second
+	// DefaultRedisTimeout bounds each Redis call, so an outage answers 503
+	// within about a second; the embedded Redis cannot have a network
+	// outage but is slow under a stampede.
+	DefaultRedisTimeout         = time.Second
+	DefaultEmbeddedRedisTimeout = 10 * time.Second
+	DefaultShutdownTimeout      = 15 * time.Second
+	DefaultLogLevel             = "info"
+	// DefaultRateUser lets a user place a burst of 10 orders and 10 a
+	// second after it: plenty for a person retrying (with idempotent
+	// replays), and far above the 2-per-user bursts of the load tests; a
+	// bot hammering one account gets 429s. It applies with a real Redis
+	// only: the embedded one runs Lua several times slower, a stampede on
+	// it already nears its timeouts, and a single process needs no shared
+	// budget.
+	DefaultRateUser = "10/s"
+	DefaultRateIP   = "0"
+	// DefaultWriters is how many lua-async writers a process runs.
+	DefaultWriters     = 2
+	maxWriters         = 64
+	DefaultWriterBatch = 500
+	maxWriterBatch     = 5000
+	// DefaultClaimIdle is the backstop claim of a live writer's stale
+	// entries; minClaimIdle is the least accepted: a writer renews its
+	// claim every quarter of it, so only a writer that could not reach
+	// Redis for seconds on end can lose its entries to the backstop.
+	DefaultClaimIdle       = 30 * time.Second
+	minClaimIdle           = 5 * time.Second
+	DefaultMaxDeliveries   = 5
+	maxMaxDeliveries       = 1000
+	DefaultAsyncDurability = "memory"
+	// DefaultPaymentTimeout is the payment deadline of an order unless
+	// SECKILL_PAYMENT_TIMEOUT says otherwise.
+	DefaultPaymentTimeout = 15 * time.Minute
+)
+
+// shortDuration writes d as a person would: 15m, not 15m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

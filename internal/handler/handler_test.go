@@ -1,0 +1,458 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// fakeShop is a Shop whose every method is a field: a test sets the ones
+// it expects to be called, and any other call fails the test.
+type fakeShop struct {
+	t            *testing.T
+	createItem   func(ctx context.Context, in stock.NewItem) (*stock.Item, error)
+	listItems    func(ctx context.Context, f stock.ItemFilter) (*stock.ItemPage, error)
+	item         func(ctx context.Context, id int64) (*stock.Item, error)
+	setStock     func(ctx context.Context, id, n int64) (*stock.Item, *stock.Item, error)
+	placeOrder   func(ctx context.Context, req stock.OrderRequest) (*stock.Order, bool, error)
+	order        func(ctx context.Context, id string) (*stock.Order, error)
+	payOrder     func(ctx context.Context, id, userID string) (*stock.Order, error)
+	cancelOrder  func(ctx context.Context, id, userID string) (*stock.Order, error)
+	ready        func(ctx context.Context) error
+	asyncStats   func(ctx context.Context, id int64) (stock.AsyncStats, error)
+	backlog      func(ctx context.Context) (stock.AsyncStats, error)
+	deadLetters  func(ctx context.Context, id, limit int64) ([]stock.DeadLetter, error)
+	requeue      func(ctx context.Context, id int64) (int, error)
+	reconcile    func(ctx context.Context, id int64, repair bool) (*stock.Reconciliation, error)
+	knownSoldOut func(itemID int64) bool
+}
+
+var _ Shop = (*fakeShop)(nil)
+
+func (f *fakeShop) unexpected(name string) {
+	f.t.Helper()
+	f.t.Errorf("unexpected call to Shop.%s", name)
+}
+
+func (f *fakeShop) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item, error) {
+	if f.createItem == nil {
+		f.unexpected("CreateItem")
+		return nil, errors.New("unexpected")
+	}
+	return f.createItem(ctx, in)
+}
+
+func (f *fakeShop) ListItems(ctx context.Context, flt stock.ItemFilter) (*stock.ItemPage, error) {
+	if f.listItems == nil {
+		f.unexpected("ListItems")
+		return nil, errors.New("unexpected")
+	}
+	return f.listItems(ctx, flt)
+}
+
+func (f *fakeShop) Item(ctx context.Context, id int64) (*stock.Item, error) {
+	if f.item == nil {
+		f.unexpected("Item")
+		return nil, errors.New("unexpected")
+	}
+	return f.item(ctx, id)
+}
+
+func (f *fakeShop) SetStock(ctx context.Context, id, n int64) (*stock.Item, *stock.Item, error) {
+	if f.setStock == nil {
+		f.unexpected("SetStock")
+		return nil, nil, errors.New("unexpected")
+	}
+	return f.setStock(ctx, id, n)
+}
+
+func (f *fakeShop) PlaceOrder(ctx context.Context, req stock.OrderRequest) (*stock.Order, bool, error) {
+	if f.placeOrder == nil {
+		f.unexpected("PlaceOrder")
+		return nil, false, errors.New("unexpected")
+	}
+	return f.placeOrder(ctx, req)
+}
+
+func (f *fakeShop) KnownSoldOut(itemID int64) bool {
+	if f.knownSoldOut == nil {
+		return false
+	}
+	return f.knownSoldOut(itemID)
+}
+
+func (f *fakeShop) Order(ctx context.Context, id string) (*stock.Order, error) {
+	if f.order == nil {
+		f.unexpected("Order")
+		return nil, errors.New("unexpected")
+	}
+	return f.order(ctx, id)
+}
+
+func (f *fakeShop) PayOrder(ctx context.Context, id, userID string) (*stock.Order, error) {
+	if f.payOrder == nil {
+		f.unexpected("PayOrder")
+		return nil, errors.New("unexpected")
+	}
+	return f.payOrder(ctx, id, userID)
+}
+
+func (f *fakeShop) CancelOrder(ctx context.Context, id, userID string) (*stock.Order, error) {
+	if f.cancelOrder == nil {
+		f.unexpected("CancelOrder")
+		return nil, errors.New("unexpected")
+	}
+	return f.cancelOrder(ctx, id, userID)
+}
+
+func (f *fakeShop) Ready(ctx context.Context) error {
+	if f.ready == nil {
+		f.unexpected("Ready")
+		return errors.New("unexpected")
+	}
+	return f.ready(ctx)
+}
+
+func (f *fakeShop) AsyncStats(ctx context.Context, id int64) (stock.AsyncStats, error) {
+	if f.asyncStats == nil {
+		f.unexpected("AsyncStats")
+		return stock.AsyncStats{}, errors.New("unexpected")
+	}
+	return f.asyncStats(ctx, id)
+}
+
+func (f *fakeShop) Backlog(ctx context.Context) (stock.AsyncStats, error) {
+	if f.backlog == nil {
+		f.unexpected("Backlog")
+		return stock.AsyncStats{}, errors.New("unexpected")
+	}
+	return f.backlog(ctx)
+}
+
+func (f *fakeShop) DeadLetters(ctx context.Context, id int64, limit int64) ([]stock.DeadLetter, error) {
+	if f.deadLetters == nil {
+		f.unexpected("DeadLetters")
+		return nil, errors.New("unexpected")
+	}
+	return f.deadLetters(ctx, id, limit)
+}
+
+func (f *fakeShop) RequeueDeadLetters(ctx context.Context, id int64) (int, error) {
+	if f.requeue == nil {
+		f.unexpected("RequeueDeadLetters")
+		return 0, errors.New("unexpected")
+	}
+	return f.requeue(ctx, id)
+}
+
+func (f *fakeShop) Reconcile(ctx context.Context, id int64, repair bool) (*stock.Reconciliation, error) {
+	if f.reconcile == nil {
+		f.unexpected("Reconcile")
+		return nil, errors.New("unexpected")
+	}
+	return f.reconcile(ctx, id, repair)
+}
+
+const testAdminToken = "test-admin-token-0123456789"
+
+func newTestHandler(t *testing.T, shop *fakeShop, cfg Config) *Handler {
+	t.Helper()
+	shop.t = t
+	cfg.AdminToken = testAdminToken
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return New(shop, cfg)
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// code is the error code of an error answer, or "".
+func (a answer) code() string {
+	var e errorBody
+	_ = json.Unmarshal(a.body, &e)
+	return e.Error.Code
+}
+
+func call(h http.Handler, method, path, body string, header map[string]string) answer {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return answer{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
+func pendingOrder(req stock.OrderRequest, status string) *stock.Order {
+	now := time.Now().UTC()
+	return &stock.Order{ID: "0190a0c2-0000-7000-8000-000000000001", ItemID: req.ItemID, UserID: req.UserID,
+		Status: status, CreatedAt: now, UpdatedAt: now}
+}
+
+// TestErrorTable: every domain error the shop can return reaches the client
+// as its status and code, wrapped or not, with the headers its status
+// needs; an unknown error is a 500 that shows none of its text.
+func TestErrorTable(t *testing.T) {
+	cases := []struct {
+		err        error
+		status     int
+		code       string
+		retryAfter string
+	}{
+		{stock.ErrSoldOut, 409, CodeSoldOut, ""},
+		{stock.ErrAlreadyPurchased, 409, CodeAlreadyPurchased, ""},
+		{stock.ErrSaleNotStarted, 409, CodeSaleNotStarted, ""},
+		{stock.ErrSaleEnded, 409, CodeSaleEnded, ""},
+		{stock.ErrNotFound, 404, CodeNotFound, ""},
+		{stock.Invalidf("user_id %q is bad", "x"), 400, CodeInvalidRequest, ""},
+		{stock.ErrIdempotencyConflict, 422, CodeIdempotencyConflict, ""},
+		{stock.ErrUnavailable, 503, CodeUnavailable, "1"},
+		{fmt.Errorf("redis: reserve: %w: %w", stock.ErrUnavailable, context.DeadlineExceeded), 503, CodeUnavailable, "1"},
+		{&rateLimited{retryAfter: 2500 * time.Millisecond}, 429, CodeRateLimited, "3"},
+		{errors.New("secret internal detail"), 500, CodeInternal, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.code+"/"+tc.err.Error(), func(t *testing.T) {
+			shop := &fakeShop{placeOrder: func(context.Context, stock.OrderRequest) (*stock.Order, bool, error) {
+				return nil, false, tc.err
+			}}
+			a := call(newTestHandler(t, shop, Config{}), "POST", "/api/v1/items/7/orders", `{"user_id":"alice"}`, nil)
+			if a.status != tc.status || a.code() != tc.code {
+				t.Fatalf("got %d %q, want %d %q (body %s)", a.status, a.code(), tc.status, tc.code, a.body)
+			}
+			if got := a.header.Get("Retry-After"); got != tc.retryAfter {
+				t.Errorf("Retry-After: got %q, want %q", got, tc.retryAfter)
+			}
+			if tc.status == 500 && strings.Contains(string(a.body), "secret") {
+				t.Errorf("a 500 shows the error's text: %s", a.body)
+			}
+		})
+	}
+	// Pay and cancel map the lifecycle errors through the same table.
+	lifecycle := []struct {
+		err  error
+		code string
+	}{
+		{stock.ErrOrderPaid, CodeOrderPaid}, {stock.ErrOrderCancelled, CodeOrderCancelled},
+		{stock.ErrOrderExpired, CodeOrderExpired}, {stock.ErrOrderPending, CodeOrderPending},
+		{stock.ErrOrderFailed, CodeOrderFailed},
+	}
+	for _, tc := range lifecycle {
+		shop := &fakeShop{
+			payOrder:    func(context.Context, string, string) (*stock.Order, error) { return nil, tc.err },
+			cancelOrder: func(context.Context, string, string) (*stock.Order, error) { return nil, tc.err },
+		}
+		h := newTestHandler(t, shop, Config{})
+		for _, op := range []string{"pay", "cancel"} {
+			a := call(h, "POST", "/api/v1/orders/0190a0c2-0000-7000-8000-000000000001/"+op, `{"user_id":"alice"}`, nil)
+			if a.status != 409 || a.code() != tc.code {
+				t.Errorf("%s with %v: got %d %q, want 409 %q", op, tc.err, a.status, a.code(), tc.code)
+			}
+		}
+	}
+}
+
+// TestOrderAnswers: a sale is 201 with Location, a queued lua-async order
+// 202, a replay carries Idempotent-Replayed, and the shop receives exactly
+// the request the client sent.
+func TestOrderAnswers(t *testing.T) {
+	cases := []struct {
+		name     string
+		status   string
+		replayed bool
+		want     int
+	}{
+		{"sold", stock.StatusCreated, false, 201},
+		{"queued", stock.StatusPending, false, 202},
+		{"replayed", stock.StatusCreated, true, 201},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got stock.OrderRequest
+			shop := &fakeShop{placeOrder: func(_ context.Context, req stock.OrderRequest) (*stock.Order, bool, error) {
+				got = req
+				return pendingOrder(req, tc.status), tc.replayed, nil
+			}}
+			a := call(newTestHandler(t, shop, Config{}), "POST", "/api/v1/items/42/orders", `{"user_id":"Alice.B"}`,
+				map[string]string{"Idempotency-Key": "k-1"})
+			if a.status != tc.want {
+				t.Fatalf("got %d, want %d (%s)", a.status, tc.want, a.body)
+			}
+			want := stock.OrderRequest{ItemID: 42, UserID: "Alice.B", IdempotencyKey: "k-1"}
+			if got != want {
+				t.Errorf("shop got %+v, want %+v", got, want)
+			}
+			if loc := a.header.Get("Location"); loc != "/api/v1/orders/0190a0c2-0000-7000-8000-000000000001" {
+				t.Errorf("Location: got %q", loc)
+			}
+			if r := a.header.Get("Idempotent-Replayed"); (r == "true") != tc.replayed {
+				t.Errorf("Idempotent-Replayed: got %q, want replayed=%v", r, tc.replayed)
+			}
+		})
+	}
+}
+
+// TestBadOrderInputNeverReachesTheShop: every malformed request is a 4xx
+// decided by the handler; the shop is never called (fakeShop fails the
+// test if it is).
+func TestBadOrderInputNeverReachesTheShop(t *testing.T) {
+	cases := []struct {
+		name, path, body string
+		header           map[string]string
+		status           int
+		code             string
+	}{
+		{"not json", "/api/v1/items/1/orders", `{"user_id":`, nil, 400, CodeInvalidRequest},
+		{"unknown field", "/api/v1/items/1/orders", `{"user_id":"a","admin":true}`, nil, 400, CodeInvalidRequest},
+		{"field in another case", "/api/v1/items/1/orders", `{"USER_ID":"a"}`, nil, 400, CodeInvalidRequest},
+		{"repeated field", "/api/v1/items/1/orders", `{"user_id":"a","user_id":"b"}`, nil, 400, CodeInvalidRequest},
+		{"wrong type", "/api/v1/items/1/orders", `{"user_id":7}`, nil, 400, CodeInvalidRequest},
+		{"no user", "/api/v1/items/1/orders", `{}`, nil, 400, CodeInvalidRequest},
+		{"user with a space", "/api/v1/items/1/orders", `{"user_id":"a b"}`, nil, 400, CodeInvalidRequest},
+		{"user too long", "/api/v1/items/1/orders", `{"user_id":"` + strings.Repeat("u", stock.MaxUserIDLen+1) + `"}`, nil, 400, CodeInvalidRequest},
+		{"key not printable", "/api/v1/items/1/orders", `{"user_id":"a"}`, map[string]string{"Idempotency-Key": "k\x01"}, 400, CodeInvalidRequest},
+		{"item id with a sign", "/api/v1/items/+1/orders", `{"user_id":"a"}`, nil, 400, CodeInvalidRequest},
+		{"item id with a leading zero", "/api/v1/items/01/orders", `{"user_id":"a"}`, nil, 400, CodeInvalidRequest},
+		{"item id not a number", "/api/v1/items/abc/orders", `{"user_id":"a"}`, nil, 400, CodeInvalidRequest},
+		{"trailing slash", "/api/v1/items/1/orders/", `{"user_id":"a"}`, nil, 404, CodeNotFound},
+		{"other letter case", "/api/v1/Items/1/orders", `{"user_id":"a"}`, nil, 404, CodeNotFound},
+		{"too large", "/api/v1/items/1/orders", `{"user_id":"a","pad":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, nil, 413, CodePayloadTooLarge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := call(newTestHandler(t, &fakeShop{}, Config{}), "POST", tc.path, tc.body, tc.header)
+			if a.status != tc.status || a.code() != tc.code {
+				t.Errorf("got %d %q, want %d %q (%s)", a.status, a.code(), tc.status, tc.code, a.body)
+			}
+		})
+	}
+	a := call(newTestHandler(t, &fakeShop{}, Config{}), "GET", "/api/v1/items/1/orders", "", nil)
+	if a.status != 405 || a.code() != CodeMethodNotAllowed {
+		t.Errorf("GET on the orders route: got %d %q, want 405 %q", a.status, a.code(), CodeMethodNotAllowed)
+	}
+}
+
+// TestAdminToken: the admin routes need the admin bearer token, in any
+// letter case of the scheme; without it nothing reaches the shop.
+func TestAdminToken(t *testing.T) {
+	body := `{"name":"phone","stock":2}`
+	cases := []struct {
+		name, auth string
+		want       int
+	}{
+		{"none", "", 401},
+		{"wrong token", "Bearer not-the-token-at-all", 401},
+		{"token as basic", "Basic " + testAdminToken, 401},
+		{"token without scheme", testAdminToken, 401},
+		{"token with a suffix", "Bearer " + testAdminToken + "x", 401},
+		{"bearer", "Bearer " + testAdminToken, 201},
+		{"lower-case bearer", "bearer " + testAdminToken, 201},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			created := 0
+			shop := &fakeShop{}
+			if tc.want == 201 {
+				shop.createItem = func(_ context.Context, in stock.NewItem) (*stock.Item, error) {
+					created++
+					return &stock.Item{ID: 9, Name: in.Name, Stock: in.Stock, Strategy: "lua"}, nil
+				}
+			}
+			a := call(newTestHandler(t, shop, Config{}), "POST", "/api/v1/admin/items", body, map[string]string{"Authorization": tc.auth})
+			if a.status != tc.want {
+				t.Fatalf("got %d, want %d (%s)", a.status, tc.want, a.body)
+			}
+			if tc.want == 401 {
+				if a.code() != CodeUnauthorized || a.header.Get("WWW-Authenticate") == "" {
+					t.Errorf("a 401 without its code or WWW-Authenticate: %q %v", a.code(), a.header)
+				}
+			} else if created != 1 {
+				t.Errorf("CreateItem called %d times, want 1", created)
+			}
+		})
+	}
+}
+
+// TestUserTokens: in JWT mode the order's user is the token's subject,
+// whatever the body says, and only a valid, unexpired HS256 token counts.
+func TestUserTokens(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	sign := func(method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(method, claims).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	future := time.Now().Add(time.Hour).Unix()
+	cases := []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"valid", sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "carol", "exp": future}), 201},
+		{"expired", sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "carol", "exp": time.Now().Add(-time.Minute).Unix()}), 401},
+		{"no expiry", sign(jwt.SigningMethodHS256, secret, jwt.MapClaims{"sub": "carol"}), 401},
+		{"other secret", sign(jwt.SigningMethodHS256, []byte(strings.Repeat("t", 32)), jwt.MapClaims{"sub": "carol", "exp": future}), 401},
+		{"alg none", sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "carol", "exp": future}), 401},
+		{"HS512", sign(jwt.SigningMethodHS512, secret, jwt.MapClaims{"sub": "carol", "exp": future}), 401},
+		{"missing", "", 401},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var users []string
+			shop := &fakeShop{}
+			if tc.want == 201 {
+				shop.placeOrder = func(_ context.Context, req stock.OrderRequest) (*stock.Order, bool, error) {
+					users = append(users, req.UserID)
+					return pendingOrder(req, stock.StatusCreated), false, nil
+				}
+			}
+			hdr := map[string]string{}
+			if tc.token != "" {
+				hdr["Authorization"] = "Bearer " + tc.token
+			}
+			h := newTestHandler(t, shop, Config{UserJWTSecret: secret})
+			a := call(h, "POST", "/api/v1/items/3/orders", `{"user_id":"mallory"}`, hdr)
+			if a.status != tc.want {
+				t.Fatalf("got %d, want %d (%s)", a.status, tc.want, a.body)
+			}
+			if tc.want == 201 && (len(users) != 1 || users[0] != "carol") {
+				t.Errorf("the shop sold to %v, want [carol] (the token's subject, not the body's user)", users)
+			}
+		})
+	}
+}
+
+// TestOrdersOfOthersAreHidden: in JWT mode another user's order reads as
+// not found.
+func TestOrdersOfOthersAreHidden(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "dave", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shop := &fakeShop{order: func(_ context.Context, id string) (*stock.Order, error) {
+		return pendingOrder(stock.OrderRequest{ItemID: 1, UserID: "erin"}, stock.StatusCreated), nil
+	}}
+	a := call(newTestHandler(t, shop, Config{UserJWTSecret: secret}), "GET", "/api/v1/orders/0190a0c2-0000-7000-8000-000000000001", "",
+		map[string]string{"Authorization": "Bearer " + tok})
+	if a.status != 404 || a.code() != CodeNotFound {
+		t.Errorf("dave reading erin's order: got %d %q, want 404 %q", a.status, a.code(), CodeNotFound)
+	}
+}

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Hot-path ratios to GET /healthz, all in one run (issue 12's table).
+#
+#   bash loadtest/bench-ratios.sh              # -c64 and -c256, 10 s a row
+#   DURATION=5s CONNS="64" bash loadtest/bench-ratios.sh
+#
+# Starts ./cmd/seckill on the real MariaDB and Redis of this machine (rate
+# limits off, a database and a key prefix of its own), measures each row
+# with wrk -t2, checks every order row against the database (sold equals
+# the orders written, never above stock, one order per user, and every 2xx
+# wrk saw is an order in the table), runs the load harness against the same
+# process for its verdict, prints the ratios with each target's verdict as
+# Markdown, and cleans up. Exit 1 if an invariant fails.
+#
+# Needs wrk and jq (installed with apt-get when missing and run as root),
+# MariaDB (root, no password) and Redis on 127.0.0.1. Only loopback is
+# loaded, and every wrk run stops after DURATION.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-64 256}
+PORT=${PORT:-18710}
+MYSQL=${MYSQL:-mariadb -h 127.0.0.1 -uroot}
+REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
+run=$(date +%s)-$$
+DB=seckill_ratios_${run//-/_}
+PREFIX=ratios-$run
+TOKEN=ratios-token-$run-0123456789
+OUT=${OUT:-/tmp/bench-ratios-$run}
+B=http://127.0.0.1:$PORT
+mkdir -p "$OUT"
+
+need() {
+  command -v "$1" >/dev/null && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bench-ratios: installing $1" >&2
+    apt-get install -y "$1" >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y "$1" >/dev/null 2>&1; }
+  fi
+  command -v "$1" >/dev/null || { echo "bench-ratios: needs $1 (apt-get install $1)" >&2; exit 2; }
+}
+need wrk
+need jq
+
+svc=
+cleanup() {
+  if [ -n "$svc" ]; then kill "$svc" 2>/dev/null || true; wait "$svc" 2>/dev/null || true; fi
+  $MYSQL -e "DROP DATABASE IF EXISTS $DB" 2>/dev/null || true
+  redis-cli -u "$REDIS_URL" --scan --pattern "$PREFIX:*" 2>/dev/null | xargs -r -n 500 redis-cli -u "$REDIS_URL" unlink >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+echo "bench-ratios: building" >&2
+go build -o "$OUT/seckill" ./cmd/seckill
+go build -o "$OUT/loadtest" ./loadtest
+$MYSQL -e "CREATE DATABASE $DB"
+DSN="root@tcp(127.0.0.1:3306)/$DB?parseTime=true"
+SECKILL_ADDR=127.0.0.1:$PORT SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_MYSQL_DSN=$DSN SECKILL_REDIS_URL=$REDIS_URL \
+  SECKILL_KEY_PREFIX=$PREFIX SECKILL_RATE_USER=0 SECKILL_RATE_IP=0 SECKILL_LOG_LEVEL=error \
+  "$OUT/seckill" >"$OUT/service.log" 2>&1 &
+svc=$!
+for _ in $(seq 1 100); do curl -fs "$B/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fs "$B/readyz" >/dev/null || { echo "bench-ratios: the service did not start; see $OUT/service.log" >&2; exit 1; }
+
+admin() { curl -fs -H "Authorization: Bearer $TOKEN" "$@"; }
+new_item() { # name stock strategy -> id
+  admin -X POST "$B/api/v1/admin/items" -d "{\"name\":\"$1\",\"stock\":$2,\"strategy\":\"$3\"}" | jq -r .id
+}
+# mariadbd's CPU time in seconds (user + system), for CPU per order.
+db_cpu() {
+  local pid; pid=$(pidof mariadbd || pidof mysqld)
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$pid/stat"
+}
+drain() { # item: wait until its lua-async queue is empty (at most 120 s)
+  for _ in $(seq 1 1200); do
+    local q; q=$(admin "$B/api/v1/admin/items/$1" | jq '(.queue.queued // 0) + (.queue.unacked // 0)')
+    [ "$q" = 0 ] && return 0
+    sleep 0.1
+  done
+  echo "bench-ratios: item $1's queue did not drain in 120 s" >&2; return 1
+}
+
+declare -A rps p99 cpu100k
+failures=0
+# row label conns url [script args...]: one wrk run, with
+# loadtest/wrk/orders.lua when script args are given; records req/s and p99.
+row() {
+  local label=$1 c=$2 url=$3; shift 3
+  local f="$OUT/$label-c$c.txt"
+  if [ $# -gt 0 ]; then
+    wrk -t2 -c"$c" -d"$DURATION" --latency -s loadtest/wrk/orders.lua "$url" -- "$@" >"$f" 2>&1
+  else
+    wrk -t2 -c"$c" -d"$DURATION" --latency "$url" >"$f" 2>&1
+  fi
+  rps[$label,$c]=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$f")
+  p99[$label,$c]=$(awk '$1 == "99%" { print $2 }' "$f")
+  echo "  $label -c$c: ${rps[$label,$c]} req/s, p99 ${p99[$label,$c]}" >&2
+}
+# check item c: the database agrees with what wrk saw.
+check() {
+  local label=$1 c=$2 item=$3 f="$OUT/$1-c$2.txt"
+  local s; s=$(sed -n 's/^wrk-summary //p' "$f")
+  local req non2xx lost
+  req=$(jq .requests <<<"$s"); non2xx=$(jq .non2xx <<<"$s")
+  lost=$(jq '.timeout + .read + .write' <<<"$s") # answers wrk never saw
+  read -r stock sold orders users < <($MYSQL -N -e "SELECT i.stock, i.sold, COUNT(o.id), COUNT(DISTINCT o.user_id)
+    FROM $DB.items i LEFT JOIN $DB.orders o ON o.item_id = i.id WHERE i.id = $item GROUP BY i.id")
+  local ok2xx=$((req - non2xx)) extra=${4:-0}
+  local why=""
+  [ "$sold" -le "$stock" ] || why+=" sold $sold > stock $stock;"
+  [ "$sold" -eq "$orders" ] || why+=" sold $sold != orders $orders;"
+  [ "$orders" -eq "$users" ] || why+=" $orders orders for $users users;"
+  # Every 2xx is an order. An order wrk did not count can only be one whose
+  # answer it never read: a timeout or read error, or one of the at most
+  # one request per connection still in flight when wrk stopped.
+  if [ "$orders" -lt $((ok2xx + extra)) ] || [ "$orders" -gt $((ok2xx + extra + lost + c)) ]; then
+    why+=" $orders orders for $ok2xx 2xx answers (+$extra before, $lost lost answers, $c in flight at most);"
+  fi
+  if [ -n "$why" ]; then
+    echo "  FAIL $label -c$c item $item:$why" >&2; failures=$((failures + 1))
+  else
+    echo "  ok $label -c$c item $item: $orders orders = sold <= stock, one per user; $ok2xx 2xx answers (+$extra before, $((orders - ok2xx - extra)) answered after wrk stopped reading)" >&2
+  fi
+  orders_of[$label,$c]=$orders
+}
+declare -A orders_of
+
+big=10000000
+for c in $CONNS; do
+  echo "bench-ratios: -c$c, $DURATION a row" >&2
+  row healthz "$c" "$B/healthz"
+  view=$(new_item "view-c$c" 100 lua)
+  row item-view "$c" "$B/api/v1/items/$view"
+  for strategy in lua-async lua lock; do
+    item=$(new_item "$strategy-c$c" $big "$strategy")
+    before=$(db_cpu)
+    row "$strategy" "$c" "$B" "$item" "u-$strategy-c$c"
+    drain "$item"
+    check "$strategy" "$c" "$item"
+    cpu100k[$strategy,$c]=$(awk -v a="$before" -v b="$(db_cpu)" -v n="${orders_of[$strategy,$c]}" \
+      'BEGIN { if (n > 0) printf "%.1f", (b - a) / n * 100000; else print "n/a" }')
+  done
+  soldout=$(new_item "soldout-c$c" 1 lua)
+  admin -X POST "$B/api/v1/items/$soldout/orders" -d '{"user_id":"first-buyer"}' >/dev/null
+  row sold-out "$c" "$B" "$soldout" "late-c$c"
+  check sold-out "$c" "$soldout" 1
+  again=$(new_item "again-c$c" $big lua)
+  admin -X POST "$B/api/v1/items/$again/orders" -d "{\"user_id\":\"repeat-c$c\"}" >/dev/null
+  row already-purchased "$c" "$B" "$again" "repeat-c$c" same
+  check already-purchased "$c" "$again" 1
+done
+
+# Open-loop sweep for lua and lua-async: offered rates from 20 % to 120 % of
+# the closed-loop maximum wrk measured at the first concurrency; the p99 of
+# an acknowledged order at 80 % is the target row. The chart goes to
+# docs/img/ when SWEEP_CHART_DIR says so (default: the output directory).
+first=${CONNS%% *}
+chart_dir=${SWEEP_CHART_DIR:-$OUT}
+declare -A p99at80
+for strategy in lua lua-async; do
+  peak=${rps[$strategy,$first]}
+  rates=$(awk -v p="$peak" 'BEGIN { for (f = 0.2; f < 1.25; f += 0.2) printf "%s%d", (f > 0.3 ? "," : ""), p * f }')
+  at80=$(awk -v p="$peak" 'BEGIN { printf "%d", p * 0.8 }')
+  echo "bench-ratios: open-loop sweep of $strategy at $rates/s" >&2
+  sweep=PASS
+  SECKILL_ADMIN_TOKEN=$TOKEN "$OUT/loadtest" -url "$B" -dsn "$DSN" -strategies "$strategy" -sweep "$rates" \
+    -sweep-seconds "${SWEEP_SECONDS:-5}" -c 1024 -q -report "$chart_dir/sweep-$strategy.svg" >"$OUT/sweep-$strategy.txt" 2>&1 || sweep=FAIL
+  [ $sweep = PASS ] || failures=$((failures + 1))
+  p99at80[$strategy]=$(awk -F' [|] ' -v r="$at80" '$2 == r { print $7 }' "$OUT/sweep-$strategy.txt")
+  p99at80[$strategy,rate]=$at80
+  p99at80[$strategy,verdict]=$sweep
+done
+
+echo "bench-ratios: the load harness against the same process" >&2
+harness=PASS
+SECKILL_ADMIN_TOKEN=$TOKEN "$OUT/loadtest" -url "$B" -dsn "$DSN" -strategies lua,lock,lua-async \
+  -stock 500 -n 3000 -users 2000 -c 64 -seed 12 -q >"$OUT/harness.txt" 2>&1 || harness=FAIL
+grep -q 'RESULT: PASS' "$OUT/harness.txt" || harness=FAIL
+[ $harness = PASS ] || failures=$((failures + 1))
+
+verdict() { # ratio target -> met / not met
+  awk -v r="$1" -v t="$2" 'BEGIN { if (r >= t) printf "met"; else printf "**not met** (%.0f%% short)", (t - r) / t * 100 }'
+}
+ratio() { awk -v a="${rps[$1,$2]}" -v b="${rps[healthz,$2]}" 'BEGIN { printf "%.2f", a / b }'; }
+{
+  echo "### $(date -u '+%Y-%m-%d %H:%M UTC'), main $(git rev-parse --short HEAD)"
+  echo
+  echo "Machine: $(nproc) cores, load average at the end $(awk '{print $1, $2, $3}' /proc/loadavg); wrk -t2, $DURATION a row, the client on the same cores."
+  echo
+  echo '| path | conns | req/s | p99 | ratio to /healthz | target | verdict |'
+  echo '|---|---|---|---|---|---|---|'
+  for c in $CONNS; do
+    echo "| \`GET /healthz\` | $c | ${rps[healthz,$c]} | ${p99[healthz,$c]} | 1 | | |"
+    for spec in "item-view:public item view:0.80" "lua-async:lua-async admission:0.50" "lua:lua (sync):0.40" \
+      "lock:lock:0.40" "sold-out:sold out (409):0.90" "already-purchased:already purchased (409):0.90"; do
+      IFS=: read -r key name target <<<"$spec"
+      r=$(ratio "$key" "$c")
+      echo "| $name | $c | ${rps[$key,$c]} | ${p99[$key,$c]} | $r | ≥ $target | $(verdict "$r" "$target") |"
+    done
+  done
+  echo
+  echo '| strategy | conns | orders written | MariaDB CPU s per 100k orders |'
+  echo '|---|---|---|---|'
+  for c in $CONNS; do
+    for s in lua-async lua lock; do echo "| $s | $c | ${orders_of[$s,$c]} | ${cpu100k[$s,$c]} |"; done
+  done
+  echo
+  echo '| open loop | rate (80 % of the closed-loop peak) | p99 of an acknowledged order | target | verdict | sweep invariants |'
+  echo '|---|---|---|---|---|---|'
+  for s in lua lua-async; do
+    v=$(awk -v p="${p99at80[$s]:-999999}" 'BEGIN { if (p <= 20) print "met"; else printf "**not met** (%.1f ms over)", p - 20 }')
+    echo "| $s | ${p99at80[$s,rate]}/s | ${p99at80[$s]:-n/a} ms | ≤ 20 ms | $v | ${p99at80[$s,verdict]} |"
+  done
+  echo
+  echo "Invariants (database vs wrk, every order row): $([ $failures = 0 ] && echo PASS || echo "FAIL ($failures)"); load harness on the same process: $harness."
+} | tee "$OUT/ratios.md"
+echo "bench-ratios: raw output in $OUT" >&2
+[ $failures = 0 ]
