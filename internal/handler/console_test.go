@@ -1,0 +1,89 @@
+package handler
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+var adminHeader = map[string]string{"Authorization": "Bearer " + testAdminToken}
+
+// TestListItemsQuery: the query reaches the shop as a filter; a bad one is
+// a 400 that names the parameter and never reaches it.
+func TestListItemsQuery(t *testing.T) {
+	cases := []struct {
+		query string
+		want  stock.ItemFilter // zero: refused
+		param string
+	}{
+		{"", stock.ItemFilter{Limit: 50}, ""},
+		{"?status=on_sale&limit=10&before=99", stock.ItemFilter{Status: "on_sale", Limit: 10, Before: 99}, ""},
+		{"?limit=200", stock.ItemFilter{Limit: 200}, ""},
+		{"?limit=0", stock.ItemFilter{}, "limit"},
+		{"?limit=201", stock.ItemFilter{}, "limit"},
+		{"?limit=", stock.ItemFilter{}, "limit"},
+		{"?limit=1e2", stock.ItemFilter{}, "limit"},
+		{"?before=0", stock.ItemFilter{}, "before"},
+		{"?before=x", stock.ItemFilter{}, "before"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.query, func(t *testing.T) {
+			var got *stock.ItemFilter
+			shop := &fakeShop{listItems: func(_ context.Context, f stock.ItemFilter) (*stock.ItemPage, error) {
+				got = &f
+				return &stock.ItemPage{}, nil
+			}}
+			a := call(newTestHandler(t, shop, Config{}), "GET", "/api/v1/admin/items"+tc.query, "", adminHeader)
+			if tc.param != "" {
+				if a.status != 400 || a.code() != CodeInvalidRequest || !strings.Contains(string(a.body), tc.param) || got != nil {
+					t.Errorf("got %d %s (shop called: %v), want 400 naming %s and no call", a.status, a.body, got != nil, tc.param)
+				}
+				return
+			}
+			if a.status != 200 || got == nil || *got != tc.want {
+				t.Errorf("got %d %s with filter %+v, want 200 with %+v", a.status, a.body, got, tc.want)
+			}
+			if !strings.Contains(string(a.body), `"items":[]`) || !strings.Contains(string(a.body), `"next_before":null`) {
+				t.Errorf("empty page: got %s", a.body)
+			}
+		})
+	}
+}
+
+// TestTallyCountsOnlyWatchedItems: refusals are counted per item and code
+// while a view watches the item, not before, and not for other items.
+func TestTallyCountsOnlyWatchedItems(t *testing.T) {
+	shop := &fakeShop{placeOrder: func(_ context.Context, req stock.OrderRequest) (*stock.Order, bool, error) {
+		if req.UserID == "again" {
+			return nil, false, stock.ErrAlreadyPurchased
+		}
+		return nil, false, stock.ErrSoldOut
+	}}
+	h := newTestHandler(t, shop, Config{})
+	order := func(item, user string) {
+		t.Helper()
+		if a := call(h, "POST", "/api/v1/items/"+item+"/orders", `{"user_id":"`+user+`"}`, nil); a.status != 409 {
+			t.Fatalf("order: got %d %s, want 409", a.status, a.body)
+		}
+	}
+	order("7", "before") // nobody watches yet
+	stop := h.tally.watch(7)
+	order("7", "x")
+	order("7", "y")
+	order("7", "again")
+	order("8", "z") // not watched
+	counts, since := h.tally.counts(7)
+	if counts["sold_out"] != 2 || counts["already_purchased"] != 1 || len(counts) != 2 || time.Since(since) > time.Minute {
+		t.Errorf("item 7: got %v since %v, want sold_out 2, already_purchased 1", counts, since)
+	}
+	if other, _ := h.tally.counts(8); len(other) != 0 {
+		t.Errorf("item 8: got %v, want nothing counted", other)
+	}
+	stop()
+	if after, _ := h.tally.counts(7); len(after) != 0 || h.tally.watchers.Load() != 0 {
+		t.Errorf("after the view closed: got %v and %d watchers, want nothing", after, h.tally.watchers.Load())
+	}
+}
