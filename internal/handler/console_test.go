@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,43 @@ func TestTallyCountsOnlyWatchedItems(t *testing.T) {
 	stop()
 	if after, _ := h.tally.counts(7); len(after) != 0 || h.tally.watchers.Load() != 0 {
 		t.Errorf("after the view closed: got %v and %d watchers, want nothing", after, h.tally.watchers.Load())
+	}
+}
+
+// TestLiveStreamThroughAnOutage: an outage when the view opens is a fast
+// 503; one while it streams is a "problem" event, and the stream goes on.
+func TestLiveStreamThroughAnOutage(t *testing.T) {
+	calls := 0
+	item := &stock.Item{ID: 7, Name: "x", Stock: 5, Strategy: stock.StrategyLua}
+	shop := &fakeShop{item: func(context.Context, int64) (*stock.Item, error) {
+		calls++ // 1: the check on open; 2, 3, 4: the ticks
+		if calls == 3 {
+			return nil, fmt.Errorf("database: read item: %w", stock.ErrUnavailable)
+		}
+		return item, nil
+	}}
+	h := newTestHandler(t, shop, Config{RequestTimeout: 4 * time.Second})
+	start := time.Now()
+	a := call(h, "GET", "/api/v1/admin/items/7/live", "", adminHeader)
+	var events []string
+	for _, line := range strings.Split(string(a.body), "\n") {
+		if name, ok := strings.CutPrefix(line, "event: "); ok {
+			events = append(events, name)
+		}
+	}
+	if a.status != 200 || strings.Join(events, ",") != "stats,problem,stats" || !strings.Contains(string(a.body), `"code":"unavailable"`) {
+		t.Errorf("got %d, events %v, body %s; want 200 and stats, problem (unavailable), stats", a.status, events, a.body)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("the stream took %v, want it ended before the 4s request timeout", took)
+	}
+
+	down := &fakeShop{item: func(context.Context, int64) (*stock.Item, error) {
+		return nil, fmt.Errorf("database: read item: %w", stock.ErrUnavailable)
+	}}
+	start = time.Now()
+	a = call(newTestHandler(t, down, Config{}), "GET", "/api/v1/admin/items/7/live", "", adminHeader)
+	if a.status != 503 || a.code() != CodeUnavailable || a.header.Get("Retry-After") != "1" || time.Since(start) > time.Second {
+		t.Errorf("opened during an outage: got %d %s in %v, want a fast 503 unavailable with Retry-After", a.status, a.body, time.Since(start))
 	}
 }

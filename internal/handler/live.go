@@ -63,6 +63,7 @@ func (h *Handler) liveItem(c *gin.Context) {
 	_, _ = w.WriteString("retry: 1000\n\n")
 	var prevSold int64
 	var prevAt time.Time
+	failing := false // logged once per run of failed reads, not each second
 	tick := time.NewTicker(liveInterval)
 	defer tick.Stop()
 	for {
@@ -71,10 +72,14 @@ func (h *Handler) liveItem(c *gin.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			h.log.WarnContext(ctx, "live view: item not read", "item", it.ID, "err", err)
+			if !failing {
+				h.log.WarnContext(ctx, "live view: item not read", "item", it.ID, "err", err)
+			}
+			failing = true
 			b, _ := json.Marshal(errorBody{Error: errorDetail{Code: ErrorCode(err), Message: "the item could not be read; retrying"}})
 			_, _ = w.WriteString("event: problem\ndata: " + string(b) + "\n\n")
 		} else {
+			failing = false
 			if !prevAt.IsZero() {
 				rate := float64(ev.Item.Sold-prevSold) / ev.At.Sub(prevAt).Seconds()
 				ev.SoldPerSecond = &rate
