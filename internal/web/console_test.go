@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/app/apptest"
@@ -367,10 +368,18 @@ func requeueDeadLetter(t *testing.T, tb *tab, c *apptest.Client, b testenv.Backe
 		t.Errorf("dead letter row: got %q, want the order, its user and the reason", got)
 	}
 
-	// Cancelling the confirmation requeues nothing.
+	// Cancelling the confirmation (by keyboard: Escape) requeues nothing.
 	tb.do("requeue, then cancel", click("#dl-requeue"))
 	tb.wait("the confirmation", `document.getElementById("confirm").open`)
-	tb.do("cancel", click("#confirm-cancel"))
+	if got := tb.text("#confirm-title"); got != "Requeue dead letters?" {
+		t.Errorf("confirmation title: got %q", got)
+	}
+	var focused string
+	tb.eval(`document.activeElement.id`, &focused)
+	if focused != "confirm-cancel" {
+		t.Errorf("focus in the confirmation: got %q, want the safe choice, confirm-cancel", focused)
+	}
+	tb.do("cancel", chromedp.KeyEvent(kb.Escape))
 	tb.wait("the cancellation", `document.getElementById("dl-result").textContent === "Nothing was requeued."`)
 	if got := c.AwaitOrder(t, o.ID, 0); got.Status != "pending" {
 		t.Errorf("order after a cancelled requeue: got %s, want pending", got.Status)
