@@ -58,6 +58,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		buyFailed(t, sale, c, b)
 		notStarted(t, sale, c)
 		ended(t, sale, c)
+		loadMore(t, console, c)
 
 		// Each change made in the console is in the audit log, as through
 		// the API; the token is in no log line.
@@ -460,6 +461,26 @@ func ended(t *testing.T, tb *tab, c *apptest.Client) {
 	if got := tb.text("#result"); !strings.Contains(got, "The sale has ended") {
 		t.Errorf("late buy: got %q", got)
 	}
+}
+
+// loadMore: the list shows 50 items, newest first, and the rest on request.
+func loadMore(t *testing.T, tb *tab, c *apptest.Client) {
+	t.Helper()
+	var last int64
+	for range 50 {
+		last = c.CreateItem(t, 1, "lua").ID
+	}
+	tb.do("list all", clearValue("#filter"), click("#refresh"))
+	tb.wait("a full page", `document.querySelectorAll("#item-rows tr").length === 50 && !document.getElementById("more").hidden`)
+	if got := tb.rows("#item-rows tr"); got[0][0] != strconv.FormatInt(last, 10) {
+		t.Errorf("first row: got item %s, want the newest, %d", got[0][0], last)
+	}
+	var all struct {
+		Items []any `json:"items"`
+	}
+	c.Must(t, "GET", "/api/v1/admin/items?limit=200", nil, true, nil).JSON(t, &all)
+	tb.do("load more", click("#more"))
+	tb.wait("the rest", fmt.Sprintf(`document.querySelectorAll("#item-rows tr").length === %d && document.getElementById("more").hidden`, len(all.Items)))
 }
 
 // notStarted shows the countdown of an upcoming sale and the refusal of an
