@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"embed"
 	"html/template"
-	"io/fs"
 	"mime"
 	"net/http"
 	"path"
@@ -29,16 +28,6 @@ const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 
 // started stamps the embedded files: they change only with the binary.
 var started = time.Now()
-
-// Assets lists the names served by Asset, for route tables.
-func Assets() []string {
-	entries, _ := fs.ReadDir(static, "static/assets") // embedded: cannot fail
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
-}
 
 // Asset serves static/assets/name (a script, the style sheet, the icon).
 // An unknown name is false, and nothing is written.
