@@ -21,7 +21,10 @@ import (
 	"github.com/seckill/seckill/internal/metrics"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/shop"
 )
+
+var _ handler.Shop = (*shop.Service)(nil)
 
 // App is one running service instance.
 type App struct {
@@ -30,7 +33,7 @@ type App struct {
 	rdb      redis.UniversalClient
 	miniRDB  *embedredis.Server
 	db       *gorm.DB
-	service  *stock.Service
+	service  *shop.Service
 	handler  *handler.Handler
 	metrics  *metrics.Metrics
 	backends []string
@@ -77,11 +80,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		a.metrics.WatchDB(sqlDB)
 	}
 	reqTimeout, lockWait, dbTimeout := cfg.timeouts()
-	a.service, err = stock.NewService(stock.NewStore(a.db), a.rdb, stock.Config{
-		DefaultStrategy: cfg.Strategy, KeyPrefix: cfg.KeyPrefix, LockWait: lockWait, Logger: log,
+	a.service, err = shop.NewService(shop.NewStore(a.db), a.rdb, shop.Config{
+		DefaultStrategy: stock.StrategyName(cfg.Strategy), KeyPrefix: cfg.KeyPrefix, LockWait: lockWait, Logger: log,
 		RequestTimeout: reqTimeout, WriteTimeout: dbTimeout,
 		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
-		Async: stock.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
+		Async: shop.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
 			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(cfg.CrashAfterCommit),
 			Durability: cfg.AsyncDurability},
 		PaymentTimeout: cfg.PaymentTimeout, Lifecycle: a.metrics})
@@ -141,7 +144,7 @@ func (a *App) AdminToken() string { return a.cfg.AdminToken }
 func (a *App) Backends() []string { return a.backends }
 
 // Service is the domain service, for tests and tools in this module.
-func (a *App) Service() *stock.Service { return a.service }
+func (a *App) Service() *shop.Service { return a.service }
 
 // Serve answers on l (and the admin API on admin, when AdminAddr is set)
 // until ctx ends or a server fails, then shuts both down gracefully: they

@@ -1,0 +1,547 @@
+package shop
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// maxBatch caps the orders written in one transaction (8 placeholders each,
+// well under MySQL's 65,535).
+const maxBatch = 500
+
+// batchIdle is how long an item's writer waits for work before it exits.
+const batchIdle = 30 * time.Second
+
+// Defaults of Config.RequestTimeout and Config.WriteTimeout.
+const (
+	defaultRequestTimeout = 10 * time.Second
+	defaultWriteTimeout   = time.Second
+)
+
+// batchTimeout bounds one lua-async batch's transaction (asyncwriter.go).
+const batchTimeout = 5 * time.Second
+
+// answerMargin is the time a batch leaves its earliest caller between the
+// end of its transaction and that caller's deadline: enough to settle and
+// deliver the answer, so no caller waits past its deadline.
+const answerMargin = 100 * time.Millisecond
+
+// errBatchRefused means a batch could not be written whole (a duplicate, or
+// less stock left than orders); its orders are then written one by one.
+var errBatchRefused = errors.New("batch refused")
+
+// errMaybeCommitted marks a write whose outcome is unknown: the database
+// stopped answering while the transaction committed (or, on the one-order
+// path, somewhere in it), so the order may be in the database although its
+// caller hears 503. The lua gate keeps the reservation until the database
+// says which (see LuaGate.resolve); a retry by the user, or the same
+// Idempotency-Key, finds the order if it was committed.
+var errMaybeCommitted = errors.New("the write may have committed")
+
+// orderWriter is group commit for one hot row: each item has a writer that
+// takes every order queued while its previous transaction committed and
+// writes them in one transaction. Each order's caller still waits for the
+// commit, so an answer is never given before the order is durable.
+//
+// Every wait is bounded by the callers' deadlines: a caller whose deadline
+// passes while its order is still queued withdraws it; a batch's
+// transaction (the lock wait included) ends answerMargin before the earliest
+// deadline among its orders, so a caller whose order was taken always hears
+// what happened, in time; and the database part of a transaction is bounded
+// by budget, so a stalled database answers 503 in about that long.
+type orderWriter struct {
+	store  *Store
+	guard  writeGuard    // nil: no lock around the writes
+	budget time.Duration // bound on each step of a transaction (stallWatch)
+	// maxWait bounds a caller whose context has no deadline, as if it had
+	// the request timeout.
+	maxWait time.Duration
+
+	mu      sync.Mutex
+	queues  map[int64]*writeQueue
+	closing bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type writeQueue struct {
+	ch      chan *pendingWrite
+	senders int // guarded by orderWriter.mu: sends announced, not yet received
+}
+
+type pendingWrite struct {
+	o         *stock.Order
+	key       string
+	committed func(*stock.Order) // may be nil
+	deadline  time.Time          // the caller's
+	state     atomic.Int32       // writeQueued, then writeTaken or writeWithdrawn
+	done      chan error
+}
+
+// A pending write's state: the writer takes it, or its caller withdraws it
+// when its deadline passes first; whoever moves it first decides.
+const (
+	writeQueued int32 = iota
+	writeTaken
+	writeWithdrawn
+)
+
+// writeGuard wraps an item's writes in a lock: hold returns the fencing
+// token to write with, taking the lock if needed; done says whether more
+// writes are queued, so the lock can be kept or released. Both are called
+// only from the item's writer goroutine.
+type writeGuard interface {
+	hold(ctx context.Context, itemID int64) (fence int64, err error)
+	done(itemID int64, more bool)
+}
+
+// newOrderWriter returns a writer with the default bounds (see bound).
+func newOrderWriter(store *Store, guard writeGuard) *orderWriter {
+	return &orderWriter{store: store, guard: guard, budget: defaultWriteTimeout, maxWait: defaultRequestTimeout,
+		queues: map[int64]*writeQueue{}, stop: make(chan struct{})}
+}
+
+// bound sets the database work one transaction may take, and the wait of a
+// caller whose context has no deadline. Call it before any write.
+func (w *orderWriter) bound(budget, maxWait time.Duration) {
+	w.budget, w.maxWait = budget, maxWait
+}
+
+// write queues o and waits for its transaction. Once the writer has taken
+// o, the answer says what happened: the writer answers before ctx's
+// deadline. Until then, the end of ctx withdraws o, unwritten.
+// committed runs once o is committed, before any answer of its batch is
+// delivered, so nobody can see the item sold out before it ran.
+func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, committed func(*stock.Order)) error {
+	if err := ctx.Err(); err != nil {
+		return notWritten(err)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(w.maxWait)
+	}
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		return fmt.Errorf("shutting down: %w", stock.ErrUnavailable)
+	}
+	q := w.queues[o.ItemID]
+	if q == nil {
+		q = &writeQueue{ch: make(chan *pendingWrite, maxBatch)}
+		w.queues[o.ItemID] = q
+		w.wg.Add(1)
+		go w.run(o.ItemID, q)
+	}
+	q.senders++
+	w.mu.Unlock()
+
+	p := &pendingWrite{o: o, key: key, committed: committed, deadline: deadline, done: make(chan error, 1)}
+	select {
+	case q.ch <- p:
+	case <-ctx.Done():
+		w.mu.Lock()
+		q.senders--
+		w.mu.Unlock()
+		return notWritten(ctx.Err())
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		if p.state.CompareAndSwap(writeQueued, writeWithdrawn) {
+			return notWritten(ctx.Err())
+		}
+		return <-p.done // taken: its transaction ends before the deadline
+	}
+}
+
+// notWritten is the answer to an order withdrawn before any write began.
+func notWritten(err error) error {
+	return fmt.Errorf("order not written before the request's deadline: %w: %w", stock.ErrUnavailable, err)
+}
+
+func (w *orderWriter) run(itemID int64, q *writeQueue) {
+	defer w.wg.Done()
+	idle := time.NewTimer(batchIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case p := <-q.ch:
+			w.commit(itemID, w.collect(q, p))
+			if w.guard != nil {
+				w.guard.done(itemID, len(q.ch) > 0)
+			}
+			idle.Reset(batchIdle)
+		case <-idle.C:
+			w.mu.Lock()
+			if q.senders == 0 {
+				delete(w.queues, itemID)
+				w.mu.Unlock()
+				return
+			}
+			w.mu.Unlock()
+			idle.Reset(batchIdle)
+		case <-w.stop:
+			// No new senders now; finish every send already announced (a
+			// sender may also withdraw its announcement: look again).
+			for {
+				w.mu.Lock()
+				n := q.senders
+				w.mu.Unlock()
+				if n == 0 {
+					if w.guard != nil {
+						w.guard.done(itemID, false)
+					}
+					return
+				}
+				select {
+				case p := <-q.ch:
+					w.commit(itemID, w.collect(q, p))
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+	}
+}
+
+// collect takes p and whatever else is queued, up to maxBatch, leaving out
+// the orders their callers withdrew, and answering at once those whose
+// deadline is too close to write them.
+func (w *orderWriter) collect(q *writeQueue, p *pendingWrite) []*pendingWrite {
+	received := 1
+	batch := make([]*pendingWrite, 0, 1)
+	take := func(p *pendingWrite) {
+		if !p.state.CompareAndSwap(writeQueued, writeTaken) {
+			return // withdrawn: its caller has its answer
+		}
+		if time.Until(p.deadline) < 2*answerMargin {
+			p.done <- notWritten(context.DeadlineExceeded)
+			return
+		}
+		batch = append(batch, p)
+	}
+	take(p)
+collect:
+	for received < maxBatch {
+		select {
+		case p := <-q.ch:
+			received++
+			take(p)
+		default:
+			break collect
+		}
+	}
+	w.mu.Lock()
+	q.senders -= received
+	w.mu.Unlock()
+	return batch
+}
+
+// commit writes a batch in one transaction, or one by one when the batch
+// as a whole is refused, and answers every caller. The lock wait and the
+// transaction end answerMargin before the batch's earliest deadline, and
+// the database work takes at most the budget.
+func (w *orderWriter) commit(itemID int64, batch []*pendingWrite) {
+	if len(batch) == 0 {
+		return
+	}
+	earliest := time.Now().Add(w.maxWait)
+	for _, p := range batch {
+		if !p.deadline.IsZero() && p.deadline.Before(earliest) {
+			earliest = p.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), earliest.Add(-answerMargin))
+	defer cancel()
+	results := make([]error, len(batch))
+	answer := func() {
+		// Settle every committed order (concurrently: each is a Redis call)
+		// before anyone of the batch hears an answer.
+		var wg sync.WaitGroup
+		for i, p := range batch {
+			if results[i] == nil && p.committed != nil {
+				wg.Add(1)
+				go func() { defer wg.Done(); p.committed(p.o) }()
+			}
+		}
+		wg.Wait()
+		for i, p := range batch {
+			p.done <- results[i]
+		}
+	}
+	defer answer()
+
+	var fence int64
+	if w.guard != nil {
+		f, err := w.guard.hold(ctx, itemID)
+		if err != nil {
+			for i := range results {
+				results[i] = err
+			}
+			return
+		}
+		fence = f
+	}
+	// The budget starts once the lock is held, so a lock obtained late
+	// still leaves the write its time (within the callers' deadlines).
+	ctx, watch, stopWatch := watchStalls(ctx, w.budget)
+	defer stopWatch()
+	now := dbNow()
+	err := errBatchRefused
+	if len(batch) > 1 {
+		err = w.store.insertBatch(ctx, watch, batch, now, fence)
+	}
+	switch {
+	case err == nil:
+		for _, p := range batch {
+			w.store.created(p.o, now)
+		}
+	case !errors.Is(err, errBatchRefused):
+		for i := range results {
+			results[i] = err
+		}
+	default:
+		w.settleRefused(ctx, watch, itemID, batch, results, fence, now)
+	}
+}
+
+// stallWatch ends a transaction whose database makes no progress: it
+// cancels the context when one step (a statement, a commit, a one-order
+// transaction) takes longer than the budget. A large batch on a busy but
+// working database takes as many budgets as it has steps; a stalled one
+// is given up on in one budget.
+type stallWatch struct {
+	t      *time.Timer
+	budget time.Duration
+}
+
+func watchStalls(ctx context.Context, budget time.Duration) (context.Context, *stallWatch, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &stallWatch{t: time.AfterFunc(budget, cancel), budget: budget}
+	return ctx, w, func() { w.t.Stop(); cancel() }
+}
+
+// progress starts the budget again after a step finished.
+func (w *stallWatch) progress() { w.t.Reset(w.budget) }
+
+// settleRefused answers a batch that could not be written whole, in a few
+// round trips however large it is. Buyers who already hold an order get
+// ErrAlreadyPurchased; a user's second order in the batch gets what the
+// first one got; the rest are written in arrival order, as many at a time
+// as there are units left, until they are all written or nothing is left.
+// A chunk refused whole (a clash inside it) is written order by order.
+func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, itemID int64, batch []*pendingWrite, results []error, fence int64, now time.Time) {
+	fail := func(idx []int, err error) {
+		for _, i := range idx {
+			results[i] = err
+		}
+	}
+	users := make([]string, len(batch))
+	for i, p := range batch {
+		users[i] = p.o.UserID
+	}
+	bought, err := w.store.buyersAmong(ctx, itemID, users)
+	watch.progress()
+	if err != nil {
+		fail(allIndexes(len(batch)), err)
+		return
+	}
+	first := map[string]int{} // user -> index of their first order in the batch
+	var queue, repeats []int
+	for i, p := range batch {
+		u := p.o.UserID
+		switch _, seen := first[u]; {
+		case bought[u]:
+			results[i] = stock.ErrAlreadyPurchased
+		case seen:
+			repeats = append(repeats, i)
+		default:
+			first[u] = i
+			queue = append(queue, i)
+		}
+	}
+	for len(queue) > 0 {
+		left, err := w.store.remaining(ctx, itemID)
+		watch.progress()
+		if err != nil {
+			fail(queue, err)
+			break
+		}
+		if left <= 0 {
+			fail(queue, stock.ErrSoldOut)
+			break
+		}
+		take := queue[:min(int(left), len(queue))]
+		queue = queue[len(take):]
+		w.writeChunk(ctx, watch, batch, take, results, fence, now)
+	}
+	for _, i := range repeats {
+		if f := results[first[batch[i].o.UserID]]; f == nil {
+			results[i] = stock.ErrAlreadyPurchased
+		} else {
+			results[i] = f
+		}
+	}
+}
+
+// writeChunk writes the orders at idx as one batch, or one by one if the
+// batch is refused.
+func (w *orderWriter) writeChunk(ctx context.Context, watch *stallWatch, batch []*pendingWrite, idx []int, results []error, fence int64, now time.Time) {
+	sub := make([]*pendingWrite, len(idx))
+	for j, i := range idx {
+		sub[j] = batch[i]
+	}
+	err := errBatchRefused
+	if len(sub) > 1 {
+		err = w.store.insertBatch(ctx, watch, sub, now, fence)
+	}
+	for _, i := range idx {
+		switch {
+		case err == nil:
+			w.store.created(batch[i].o, now)
+			results[i] = nil
+		case errors.Is(err, errBatchRefused):
+			results[i] = w.store.InsertOrder(ctx, batch[i].o, batch[i].key, fence)
+			watch.progress()
+			if errors.Is(results[i], stock.ErrUnavailable) {
+				// Where in the transaction the database stopped answering
+				// is not known here: it may have been the commit.
+				results[i] = fmt.Errorf("%w: %w", errMaybeCommitted, results[i])
+			}
+		default:
+			results[i] = err
+		}
+	}
+}
+
+func allIndexes(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// close refuses new writes, lets the writers finish what is queued, and
+// waits for them.
+func (w *orderWriter) close() {
+	w.mu.Lock()
+	if !w.closing {
+		w.closing = true
+		close(w.stop)
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}
+
+// buyersAmong returns which of users already hold an order for the item.
+func (s *Store) buyersAmong(ctx context.Context, itemID int64, users []string) (map[string]bool, error) {
+	args := make([]any, 0, len(users)+1)
+	args = append(args, itemID)
+	for _, u := range users {
+		args = append(args, u)
+	}
+	q := "SELECT user_id FROM orders WHERE item_id = ? AND user_id IN (?" + strings.Repeat(", ?", len(users)-1) + ")"
+	rows, err := s.sql.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, dbError("find buyers", err)
+	}
+	defer rows.Close()
+	bought := map[string]bool{}
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			return nil, dbError("find buyers", err)
+		}
+		bought[u] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError("find buyers", err)
+	}
+	return bought, nil
+}
+
+// remaining reads stock - sold.
+func (s *Store) remaining(ctx context.Context, itemID int64) (int64, error) {
+	var left int64
+	err := s.sql.QueryRowContext(ctx, "SELECT stock - sold FROM items WHERE id = ?", itemID).Scan(&left)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
+	}
+	if err != nil {
+		return 0, dbError("read remaining", err)
+	}
+	return left, nil
+}
+
+// insertBatch writes every order of a batch and takes len(batch) units in
+// one transaction: the same guard as one order, sold + k <= stock, with rows
+// affected checked. Any refusal rolls the whole batch back.
+func (s *Store) insertBatch(ctx context.Context, watch *stallWatch, batch []*pendingWrite, now time.Time, fence int64) (err error) {
+	tx, err := s.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return dbError("begin", err)
+	}
+	watch.progress()
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	var sb strings.Builder
+	sb.WriteString("INSERT INTO orders (id, item_id, user_id, status, idempotency_key, expires_at, created_at, updated_at) VALUES ")
+	args := make([]any, 0, 8*len(batch))
+	deadline := s.deadline(now)
+	for i, p := range batch {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+		var key *string
+		if p.key != "" {
+			key = &p.key
+		}
+		args = append(args, p.o.ID, p.o.ItemID, p.o.UserID, stock.StatusCreated, key, deadline, now, now)
+	}
+	_, err = tx.ExecContext(ctx, sb.String(), args...)
+	watch.progress()
+	if err != nil {
+		if e := insertError(err); errors.Is(e, stock.ErrAlreadyPurchased) || errors.Is(e, stock.ErrIdempotencyConflict) {
+			return errBatchRefused
+		}
+		return insertError(err)
+	}
+	k := len(batch)
+	var res sql.Result
+	if fence > 0 {
+		res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, lock_fence = ?, updated_at = ? WHERE id = ? AND sold + ? <= stock AND lock_fence <= ?",
+			k, fence, now, batch[0].o.ItemID, k, fence)
+	} else {
+		res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, updated_at = ? WHERE id = ? AND sold + ? <= stock",
+			k, now, batch[0].o.ItemID, k)
+	}
+	watch.progress()
+	if err != nil {
+		return dbError("take units", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return dbError("take units", err)
+	}
+	if n != 1 {
+		err = errBatchRefused
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("%w: %w", errMaybeCommitted, dbError("commit", err))
+	}
+	return nil
+}

@@ -1,0 +1,544 @@
+package shop
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+var (
+	//go:embed lua/enqueue.lua
+	enqueueSrc string
+	//go:embed lua/install.lua
+	installSrc string
+
+	enqueueScript = redis.NewScript(enqueueSrc)
+	installScript = redis.NewScript(installSrc)
+)
+
+// placeAsync is the "lua-async" strategy. One script checks the
+// Idempotency-Key, the sale window, the buyer and what is left, takes a
+// unit and queues the order on the item's stream, atomically; writers
+// persist it in batches. The answer is the order, pending: it will be in
+// the database once a writer reaches it (see asyncWriters).
+func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
+	if s.soldOut.soldOut(it.ID) {
+		if req.IdempotencyKey == "" {
+			return nil, false, stock.ErrSoldOut
+		}
+		return s.soldOutAsync(ctx, it, req)
+	}
+	if err := s.fsync.check(); err != nil {
+		return nil, false, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, false, fmt.Errorf("order id: %w", err)
+	}
+	gen := s.soldOut.generation(it.ID)
+	now := time.Now()
+	gk := s.gateKeys.get(s.keys, it.ID)
+	keys := []string{gk.meta, gk.buyers, gk.stream, s.keys.pending(id.String())}
+	if req.IdempotencyKey != "" {
+		keys = append(keys, s.keys.idem(it.ID, req.IdempotencyKey))
+	}
+	args := []any{req.UserID, id.String(), now.UnixMilli(), it.ID, req.IdempotencyKey,
+		int64(s.cfg.IdempotencyTTL / time.Second), int64(s.cfg.Async.PendingTTL / time.Second)}
+	for attempt := 0; ; attempt++ {
+		// An enqueue abandoned in flight needs no settling: the script is
+		// atomic, and the order it queued is written like any other (the
+		// lost 202 is found by a keyed retry; a retry without a key hears
+		// already_purchased, which is true).
+		res, err := s.batch.runScript(ctx, enqueueScript, nil, keys, args...).StringSlice()
+		if err != nil {
+			return nil, false, redisError("enqueue", err)
+		}
+		if len(res) != 2 {
+			return nil, false, fmt.Errorf("redis: enqueue: unexpected reply %q", res)
+		}
+		switch res[0] {
+		case "ok":
+			at := time.UnixMilli(now.UnixMilli()).UTC()
+			return &stock.Order{ID: res[1], ItemID: it.ID, UserID: req.UserID, Status: stock.StatusPending, CreatedAt: at, UpdatedAt: at}, false, nil
+		case "replay":
+			return s.replayAsync(ctx, res[1])
+		case "conflict":
+			return nil, false, stock.ErrIdempotencyConflict
+		case "dup":
+			if req.IdempotencyKey != "" {
+				// Redis may have lost the key's claim (evicted, or part of
+				// its state lost) while the buyer's order lives on: the
+				// order row says which key placed it. It waits, within
+				// ReplayWait, for a queued order to be written.
+				if prev := s.replay(ctx, req, true); prev != nil {
+					return prev, true, nil
+				}
+			}
+			return nil, false, &dupError{orderID: res[1]}
+		case "sold_out":
+			s.markSoldOut(ctx, it.ID, gen)
+			return nil, false, stock.ErrSoldOut
+		case "not_started":
+			return nil, false, stock.ErrSaleNotStarted
+		case "ended":
+			return nil, false, stock.ErrSaleEnded
+		case "missing":
+			if attempt > 0 {
+				return nil, false, fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, stock.ErrUnavailable)
+			}
+			if err := s.rebuildAsync(ctx, it.ID); err != nil {
+				return nil, false, err
+			}
+		default:
+			return nil, false, fmt.Errorf("redis: enqueue: unexpected status %q", res[0])
+		}
+	}
+}
+
+// soldOutAsync answers a keyed request for an item this process knows is
+// sold out with one GET: the key may name an order its user placed before.
+func (s *Service) soldOutAsync(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
+	var cmd *redis.StringCmd
+	if err := s.batch.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		cmd = p.Get(ctx, s.keys.idem(it.ID, req.IdempotencyKey))
+	}, nil); err != nil {
+		return nil, false, redisError("read idempotency key", err)
+	}
+	prev, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, stock.ErrSoldOut
+	}
+	if err != nil {
+		return nil, false, redisError("read idempotency key", err)
+	}
+	user, orderID, _ := strings.Cut(prev, "|")
+	switch {
+	case user != req.UserID:
+		return nil, false, stock.ErrIdempotencyConflict
+	case orderID == "":
+		return nil, false, stock.ErrSoldOut
+	}
+	return s.replayAsync(ctx, orderID)
+}
+
+// replayAsync answers a request whose Idempotency-Key names the lua-async
+// order orderID. An order that failed is answered with its failure, as an
+// error: a 2xx would promise an order the database refused.
+func (s *Service) replayAsync(ctx context.Context, orderID string) (*stock.Order, bool, error) {
+	o, err := s.findOrder(ctx, orderID)
+	if err != nil {
+		return nil, false, fmt.Errorf("order %s of this Idempotency-Key: %w", orderID, err)
+	}
+	if o.Status == stock.StatusFailed {
+		return nil, false, failedOrderError(o)
+	}
+	return o, true, nil
+}
+
+// failedOrderError is what a failed order's reason means to its buyer.
+func failedOrderError(o *stock.Order) error {
+	cause := stock.ErrOrderFailed
+	switch o.Reason {
+	case "sold_out":
+		cause = stock.ErrSoldOut
+	case "already_purchased":
+		cause = stock.ErrAlreadyPurchased
+	}
+	return fmt.Errorf("order %s of this Idempotency-Key failed (%s): %w", o.ID, o.Reason, cause)
+}
+
+// findOrder reads an order of any strategy: written, pending in a stream,
+// or recorded as failed. The pending marker is read between two database
+// reads, so an order written meanwhile is never reported missing.
+func (s *Service) findOrder(ctx context.Context, id string) (*stock.Order, error) {
+	o, err := s.store.Order(ctx, id)
+	if !errors.Is(err, stock.ErrNotFound) {
+		return o, err
+	}
+	if o, err := s.pendingOrder(ctx, id); err == nil || !errors.Is(err, stock.ErrNotFound) {
+		return o, err
+	}
+	if o, err := s.store.Order(ctx, id); !errors.Is(err, stock.ErrNotFound) {
+		return o, err
+	}
+	return s.store.failedOrder(ctx, id)
+}
+
+// pendingOrder reads the marker of a queued order.
+func (s *Service) pendingOrder(ctx context.Context, id string) (*stock.Order, error) {
+	v, err := s.rdb.Get(ctx, s.keys.pending(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("order %s: %w", id, stock.ErrNotFound)
+	}
+	if err != nil {
+		return nil, redisError("read pending order", err)
+	}
+	parts := strings.SplitN(v, "|", 3)
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("redis: pending order %s: malformed marker %q", id, v)
+	}
+	itemID, err1 := strconv.ParseInt(parts[0], 10, 64)
+	ms, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("redis: pending order %s: malformed marker %q", id, v)
+	}
+	at := time.UnixMilli(ms).UTC()
+	return &stock.Order{ID: id, ItemID: itemID, UserID: parts[1], Status: stock.StatusPending, CreatedAt: at, UpdatedAt: at}, nil
+}
+
+// rebuildAsync creates a lua-async item's gate after Redis lost it: taken
+// is what the database sold plus the orders still queued in the item's
+// stream (and its dead-letter stream) that the database does not have yet,
+// and the buyers are the database's plus the queued ones.
+//
+// It runs holding the item's row lock, which every writer's batch needs to
+// take its units, so no batch commits while the database and the streams
+// are read and the gate installed: each order is counted exactly once. If
+// the streams are empty, Redis lost the queue (or it had drained, and then
+// no writer holds anything): the item's queue epoch moves on, so a batch
+// some writer read from the lost queue can never be written after this
+// gate was built without it (persistQueued refuses the old epoch). Nothing
+// can be queued meanwhile: the enqueue script refuses while the gate is
+// missing. Rebuilders in other processes wait for the row lock, then find
+// the gate installed.
+func (s *Service) rebuildAsync(ctx context.Context, id int64) error {
+	_, err, _ := s.loading.Do("rebuild:"+strconv.FormatInt(id, 10), func() (any, error) {
+		return nil, s.store.withItemLocked(ctx, id, func(tx *sql.Tx, epoch int64) error {
+			return s.rebuildAsyncLocked(ctx, tx, id, epoch)
+		})
+	})
+	return err
+}
+
+func (s *Service) rebuildAsyncLocked(ctx context.Context, tx *sql.Tx, id, epoch int64) error {
+	if n, err := s.rdb.Exists(ctx, s.keys.meta(id)).Result(); err != nil {
+		return redisError("check gate", err)
+	} else if n == 1 {
+		return nil // rebuilt by another process while this one waited
+	}
+	var inFlight []redis.XMessage
+	for _, key := range []string{s.keys.stream(id), s.keys.dead(id)} {
+		msgs, err := s.rdb.XRange(ctx, key, "-", "+").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return redisError("read stream for rebuild", err)
+		}
+		inFlight = append(inFlight, msgs...)
+	}
+	if len(inFlight) == 0 {
+		epoch++
+		if _, err := tx.ExecContext(ctx, "UPDATE items SET queue_epoch = ? WHERE id = ?", epoch, id); err != nil {
+			return dbError("move queue epoch", err)
+		}
+	}
+	snap, err := snapshotIn(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	buyers := snap.buyers
+	taken := snap.item.Sold
+	for _, m := range inFlight {
+		q, err := parseQueued(id, m)
+		if err != nil || snap.done[q.id] {
+			continue
+		}
+		if _, held := buyers[q.userID]; held {
+			continue // will fail as already_purchased; takes no unit
+		}
+		buyers[q.userID] = q.id
+		taken++
+	}
+	tmp := s.keys.item(id) + ":rebuild:" + randomHex(6)
+	fields := make([]any, 0, 2*1000)
+	flush := func() error {
+		if len(fields) == 0 {
+			return nil
+		}
+		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, tmp, fields...)
+			p.Expire(ctx, tmp, time.Minute)
+			return nil
+		})
+		fields = fields[:0]
+		if err != nil {
+			return redisError("write rebuilt buyers", err)
+		}
+		return nil
+	}
+	for u, o := range buyers {
+		fields = append(fields, u, o)
+		if len(fields) == cap(fields) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	it := snap.item
+	args := []any{it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt), epoch}
+	for _, oid := range snap.cancelled {
+		args = append(args, oid)
+	}
+	created, err := installScript.Run(ctx, s.rdb, []string{s.keys.meta(id), s.keys.buyers(id), tmp, s.keys.released(id)}, args...).Int()
+	if err != nil {
+		return redisError("install rebuilt gate", err)
+	}
+	if created == 1 {
+		s.cfg.Logger.WarnContext(ctx, "lua-async gate rebuilt from the database and the stream", "item", id,
+			"stock", it.Stock, "sold", it.Sold, "queued", taken-it.Sold, "buyers", len(buyers), "queue_epoch", epoch)
+	}
+	return nil
+}
+
+// withItemLocked runs fn in a transaction holding the item's row lock
+// (SELECT ... FOR UPDATE; SQLite has one connection, so its transactions
+// are serial anyway), with the item's queue epoch, and commits if fn
+// returns nil.
+func (s *Store) withItemLocked(ctx context.Context, id int64, fn func(tx *sql.Tx, epoch int64) error) (err error) {
+	tx, err := s.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return dbError("begin", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	q := "SELECT queue_epoch FROM items WHERE id = ?"
+	if s.db.Dialector.Name() != "sqlite" {
+		q += " FOR UPDATE"
+	}
+	var epoch int64
+	if err = tx.QueryRowContext(ctx, q, id).Scan(&epoch); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
+		}
+		return dbError("lock item", err)
+	}
+	if err = fn(tx, epoch); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return dbError("commit", err)
+	}
+	return nil
+}
+
+// buyersSnapshot is what the database says of an item's gate and buyers,
+// read in one transaction.
+type buyersSnapshot struct {
+	item      *stock.Item
+	buyers    map[string]string // user -> order id, of every order row (a cancelled order still counts as the user's one)
+	done      map[string]bool   // order ids written or recorded as failed
+	live      int64             // order rows not cancelled
+	failed    int64             // orders recorded as failed
+	cancelled []string          // ids of cancelled orders: their units are back (released)
+}
+
+func (s *Store) buyersSnapshot(ctx context.Context, id int64) (buyersSnapshot, error) {
+	tx, err := s.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return buyersSnapshot{}, dbError("begin", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return snapshotIn(ctx, tx, id)
+}
+
+func snapshotIn(ctx context.Context, tx *sql.Tx, id int64) (snap buyersSnapshot, err error) {
+	it := &stock.Item{ID: id}
+	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, starts_at, ends_at FROM items WHERE id = ?", id).
+		Scan(&it.Stock, &it.Sold, &it.Strategy, &it.StartsAt, &it.EndsAt)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return snap, fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
+		}
+		return snap, dbError("read item", err)
+	}
+	snap = buyersSnapshot{item: it, buyers: map[string]string{}, done: map[string]bool{}}
+	rows, err := tx.QueryContext(ctx, "SELECT id, user_id, status, 0 FROM orders WHERE item_id = ? UNION ALL SELECT id, user_id, '', 1 FROM order_failures WHERE item_id = ?", id, id)
+	if err != nil {
+		return snap, dbError("read buyers", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var oid, user, status string
+		var failed bool
+		if err := rows.Scan(&oid, &user, &status, &failed); err != nil {
+			return snap, dbError("read buyers", err)
+		}
+		snap.done[oid] = true
+		switch {
+		case failed:
+			snap.failed++
+		default:
+			snap.buyers[user] = oid
+			if status == stock.StatusCancelled {
+				snap.cancelled = append(snap.cancelled, oid)
+			} else {
+				snap.live++
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return snap, dbError("read buyers", err)
+	}
+	return snap, nil
+}
+
+// stock.AsyncStats reads the queue of a lua-async item.
+func (s *Service) AsyncStats(ctx context.Context, id int64) (stock.AsyncStats, error) {
+	var st stock.AsyncStats
+	stream := s.keys.stream(id)
+	pipe := s.rdb.Pipeline()
+	qlen := pipe.XLen(ctx, stream)
+	pend := pipe.XPending(ctx, stream, asyncGroup)
+	dlen := pipe.XLen(ctx, s.keys.dead(id))
+	first := pipe.XRangeN(ctx, stream, "-", "+", 1)
+	_, _ = pipe.Exec(ctx)
+	for _, c := range []redis.Cmder{qlen, dlen, first} {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return st, redisError("read queue", err)
+		}
+	}
+	st.Queued, st.DeadLetters = qlen.Val(), dlen.Val()
+	if err := pend.Err(); err == nil {
+		st.Unacked = pend.Val().Count
+	} else if !errors.Is(err, redis.Nil) && !isNoGroup(err) {
+		return st, redisError("read queue", err)
+	}
+	if msgs := first.Val(); len(msgs) > 0 {
+		if ms, err := strconv.ParseInt(strings.SplitN(msgs[0].ID, "-", 2)[0], 10, 64); err == nil {
+			st.OldestAge = max(0, time.Since(time.UnixMilli(ms)))
+		}
+	}
+	return st, nil
+}
+
+// Backlog sums the queues of every lua-async item: orders admitted and not
+// yet written, and the age of the oldest.
+func (s *Service) Backlog(ctx context.Context) (stock.AsyncStats, error) {
+	var total stock.AsyncStats
+	ids, err := s.store.asyncItems(ctx)
+	if err != nil {
+		return total, err
+	}
+	for _, id := range ids {
+		st, err := s.AsyncStats(ctx, id)
+		if err != nil {
+			return total, err
+		}
+		total.Queued += st.Queued
+		total.Unacked += st.Unacked
+		total.DeadLetters += st.DeadLetters
+		total.OldestAge = max(total.OldestAge, st.OldestAge)
+	}
+	return total, nil
+}
+
+// DrainQueues waits until every lua-async queue is empty (each order
+// written, or recorded as failed) or ctx ends, and returns the backlog as
+// last read. A process whose Redis closes with it (the embedded one) calls
+// it before closing: no other writer can reach that queue, and it would
+// be lost.
+func (s *Service) DrainQueues(ctx context.Context) (stock.AsyncStats, error) {
+	for {
+		st, err := s.Backlog(ctx)
+		if err == nil && st.Queued == 0 {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = ctx.Err()
+			}
+			return st, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// DeadLetters lists up to limit entries of an item's dead-letter stream.
+func (s *Service) DeadLetters(ctx context.Context, id int64, limit int64) ([]stock.DeadLetter, error) {
+	if _, err := s.store.Item(ctx, id); err != nil {
+		return nil, err
+	}
+	msgs, err := s.rdb.XRangeN(ctx, s.keys.dead(id), "-", "+", limit).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, redisError("read dead letters", err)
+	}
+	out := make([]stock.DeadLetter, 0, len(msgs))
+	for _, m := range msgs {
+		str := func(k string) string { v, _ := m.Values[k].(string); return v }
+		d := stock.DeadLetter{Entry: m.ID, Reason: str("reason"),
+			Order: stock.Order{ID: str("o"), ItemID: id, UserID: str("u"), Status: stock.StatusPending}}
+		if ms, err := strconv.ParseInt(str("at"), 10, 64); err == nil {
+			d.At = time.UnixMilli(ms).UTC()
+		}
+		if ms, err := strconv.ParseInt(str("t"), 10, 64); err == nil {
+			d.Order.CreatedAt = time.UnixMilli(ms).UTC()
+			d.Order.UpdatedAt = d.Order.CreatedAt
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// RequeueDeadLetters moves every entry of an item's dead-letter stream back
+// to its order stream (with a fresh delivery count), once the cause is
+// fixed, and returns how many moved. Each move is atomic. Entries that are
+// no order at all (no order id or user) stay, and are logged.
+func (s *Service) RequeueDeadLetters(ctx context.Context, id int64) (int, error) {
+	if _, err := s.store.Item(ctx, id); err != nil {
+		return 0, err
+	}
+	const page = 1000
+	keys := []string{s.keys.dead(id), s.keys.stream(id)}
+	moved, kept := 0, 0
+	for start := "-"; ; {
+		res, err := requeueScript.Run(ctx, s.rdb, keys, page, start).Slice()
+		if err != nil {
+			return moved, redisError("requeue dead letters", err)
+		}
+		if len(res) != 3 {
+			return moved, fmt.Errorf("redis: requeue dead letters: unexpected reply %v", res)
+		}
+		m, _ := res[0].(int64)
+		k, _ := res[1].(int64)
+		last, _ := res[2].(string)
+		moved, kept = moved+int(m), kept+int(k)
+		if last == "" || m+k < page {
+			break
+		}
+		start = "(" + last
+	}
+	if kept > 0 {
+		s.cfg.Logger.WarnContext(ctx, "lua-async: dead letters without an order id or user left in the dead-letter stream",
+			"item", id, "kept", kept, "stream", s.keys.dead(id))
+	}
+	return moved, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+var (
+	//go:embed lua/requeue.lua
+	requeueSrc    string
+	requeueScript = redis.NewScript(requeueSrc)
+)

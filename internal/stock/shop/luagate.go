@@ -1,0 +1,373 @@
+package shop
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+var (
+	//go:embed lua/reserve.lua
+	reserveSrc string
+	//go:embed lua/handback.lua
+	handbackSrc string
+	//go:embed lua/seed.lua
+	seedSrc string
+	//go:embed lua/setstock.lua
+	setStockSrc string
+	//go:embed lua/release.lua
+	releaseSrc string
+
+	reserveScript  = redis.NewScript(reserveSrc)
+	handbackScript = redis.NewScript(handbackSrc)
+	seedScript     = redis.NewScript(seedSrc)
+	setStockScript = redis.NewScript(setStockSrc)
+	releaseScript  = redis.NewScript(releaseSrc)
+)
+
+// LuaGate is the "lua" strategy. One script checks the sale window, the
+// buyer, and what is left, then reserves a unit; only then is the order
+// written to the database, whose conditional UPDATE has the last word. A
+// reservation whose write fails is handed back.
+type LuaGate struct {
+	store  *Store
+	writer *orderWriter // group commit: concurrent orders share a transaction
+	rdb    redis.UniversalClient
+	keys   keyspace
+	log    *slog.Logger
+	// returned, when set, is told that a hand-back put a unit back that
+	// buyers may have been told is sold out.
+	returned func(ctx context.Context, itemID int64)
+	// batch shares round trips between concurrent requests (set by the
+	// Service).
+	batch *batcher
+	// rebuild creates a missing gate from the database the way the item's
+	// strategy needs (lua-async also counts its queue); nil: seed.
+	rebuild func(ctx context.Context, itemID int64) error
+
+	// orphanAfter is the age past which a reservation without an order
+	// belongs to a writer that died between the gate and the commit (see
+	// orphanWindow).
+	orphanAfter time.Duration
+
+	// Hand-backs that failed (Redis down), and writes whose outcome is
+	// unknown, are settled in the background by goroutines that Close stops
+	// and waits for.
+	retries sync.WaitGroup
+	closing chan struct{}
+	once    sync.Once
+}
+
+var _ Strategy = (*LuaGate)(nil)
+
+func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
+	return &LuaGate{store: store, writer: newOrderWriter(store, nil), rdb: rdb, keys: keys, log: log,
+		orphanAfter: orphanWindow(defaultRequestTimeout), closing: make(chan struct{})}
+}
+
+// orphanWindow is how old a reservation without an order must be before it
+// is taken for an orphan, for orders whose requests live at most
+// requestTimeout. A live request's write always ends before its deadline
+// (the order writer's transactions end before the earliest deadline of
+// their batch), so a reservation older than that can only gain an order
+// from a commit whose answer was lost, which the hand-back then notices as
+// a sold-out gate (see handback.lua), never as an oversell. The margin
+// covers clocks that differ between instances (the age is read from the
+// order id, a UUIDv7 stamped by the instance that reserved). At least a
+// minute.
+func orphanWindow(requestTimeout time.Duration) time.Duration {
+	return max(time.Minute, requestTimeout+30*time.Second)
+}
+
+// Buy reserves a unit in Redis, then writes the order.
+func (g *LuaGate) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
+	stockSeen, err := g.reserve(ctx, it, req.UserID, orderID)
+	var dup *dupError
+	if errors.As(err, &dup) && g.orphaned(ctx, dup.orderID) {
+		// The process that reserved for this user died before writing.
+		// Give the unit back and try again, once.
+		if _, err := g.handBackNow(ctx, it.ID, req.UserID, dup.orderID, ""); err != nil {
+			return nil, err
+		}
+		g.log.WarnContext(ctx, "orphaned reservation handed back", "item", it.ID, "user", req.UserID, "order", dup.orderID)
+		stockSeen, err = g.reserve(ctx, it, req.UserID, orderID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o := &stock.Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
+	err = g.writer.write(ctx, o, req.IdempotencyKey, committed)
+	switch {
+	case err == nil:
+		return o, nil
+	case errors.Is(err, errMaybeCommitted):
+		g.resolve(it.ID, req.UserID, orderID)
+	case errors.Is(err, stock.ErrSoldOut):
+		g.handBack(ctx, it.ID, req.UserID, orderID, stockSeen)
+	default:
+		g.handBack(ctx, it.ID, req.UserID, orderID, "")
+	}
+	return nil, err
+}
+
+// reserve runs the gate script and returns the gate's stock it saw. If ctx
+// ends while the script is in flight, the script may still reserve a unit
+// that nobody will write: it is handed back once the script has answered
+// (the hand-back only takes back a reservation of this very order id).
+func (g *LuaGate) reserve(ctx context.Context, it *stock.Item, userID, orderID string) (string, error) {
+	abandoned := func() { g.handBack(context.Background(), it.ID, userID, orderID, "") }
+	for attempt := 0; ; attempt++ {
+		res, err := g.batch.runScript(ctx, reserveScript, abandoned,
+			[]string{g.keys.meta(it.ID), g.keys.buyers(it.ID), voidKey(g.keys, it.ID, orderID)},
+			userID, orderID, time.Now().UnixMilli()).StringSlice()
+		if err != nil {
+			return "", redisError("reserve", err)
+		}
+		if len(res) != 3 {
+			return "", fmt.Errorf("redis: reserve: unexpected reply %q", res)
+		}
+		switch res[0] {
+		case "ok":
+			return res[2], nil
+		case "dup":
+			return "", &dupError{orderID: res[1]}
+		case "sold_out":
+			return "", stock.ErrSoldOut
+		case "void":
+			// Handed back already: its caller gave up (a rerun reached
+			// Redis after the hand-back).
+			return "", fmt.Errorf("redis: reserve: attempt %s was given up: %w", orderID, stock.ErrUnavailable)
+		case "not_started":
+			return "", stock.ErrSaleNotStarted
+		case "ended":
+			return "", stock.ErrSaleEnded
+		case "missing":
+			if attempt > 0 {
+				return "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, stock.ErrUnavailable)
+			}
+			if err := g.seed(ctx, it.ID); err != nil {
+				return "", err
+			}
+		default:
+			return "", fmt.Errorf("redis: reserve: unexpected status %q", res[0])
+		}
+	}
+}
+
+// seed creates the item's gate from the database if it is missing: at
+// creation, and after Redis lost its data. Units whose orders were in flight
+// while Redis was emptied are not counted by the gate; the database's
+// conditional UPDATE refuses any excess. Stock, sold and the cancelled
+// orders are read in one snapshot and land in Redis in one script, so each
+// cancelled order's unit is counted back exactly once: by the snapshot or
+// by its release, never both.
+func (g *LuaGate) seed(ctx context.Context, id int64) error {
+	it, cancelled, err := g.store.gateSnapshot(ctx, id)
+	if err != nil {
+		return err
+	}
+	args := make([]any, 0, 4+len(cancelled))
+	args = append(args, it.Stock, it.Sold, unixMilli(it.StartsAt), unixMilli(it.EndsAt))
+	for _, o := range cancelled {
+		args = append(args, o)
+	}
+	created, err := seedScript.Run(ctx, g.rdb, []string{g.keys.meta(id), g.keys.released(id)}, args...).Int()
+	if err != nil {
+		return redisError("seed", err)
+	}
+	if created == 1 {
+		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold, "cancelled", len(cancelled))
+	}
+	return nil
+}
+
+// release returns a cancelled order's unit to the item's gate, once per
+// order however often it runs. A missing gate is seeded from the database
+// first, which counts the order if it was cancelled before the seed's
+// snapshot; the release then finds it counted. It reports whether this
+// call took the unit back.
+func (g *LuaGate) release(ctx context.Context, itemID int64, orderID string) (bool, error) {
+	keys := []string{g.keys.meta(itemID), g.keys.released(itemID)}
+	for attempt := 0; ; attempt++ {
+		res, err := releaseScript.Run(ctx, g.rdb, keys, orderID).Text()
+		if err != nil {
+			return false, redisError("release", err)
+		}
+		switch res {
+		case "released":
+			return true, nil
+		case "already":
+			return false, nil
+		case "missing":
+			if attempt > 0 {
+				return false, fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", itemID, stock.ErrUnavailable)
+			}
+			rebuild := g.seed
+			if g.rebuild != nil {
+				rebuild = g.rebuild
+			}
+			if err := rebuild(ctx, itemID); err != nil {
+				return false, err
+			}
+		default:
+			return false, fmt.Errorf("redis: release: unexpected reply %q", res)
+		}
+	}
+}
+
+// dupError is the gate's "already purchased", with the order id it holds.
+type dupError struct{ orderID string }
+
+func (e *dupError) Error() string        { return "already purchased (order " + e.orderID + ")" }
+func (e *dupError) Is(target error) bool { return target == stock.ErrAlreadyPurchased }
+
+// orphaned reports whether the reservation for orderID is old enough that
+// its writer must be gone, and its order never reached the database.
+func (g *LuaGate) orphaned(ctx context.Context, orderID string) bool {
+	id, err := uuid.Parse(orderID)
+	if err != nil || id.Version() != 7 {
+		return false
+	}
+	sec, nsec := id.Time().UnixTime()
+	if time.Since(time.Unix(sec, nsec)) < g.orphanAfter {
+		return false
+	}
+	_, err = g.store.Order(ctx, orderID)
+	return errors.Is(err, stock.ErrNotFound)
+}
+
+// handBack returns a reservation whose write failed. It must not depend on
+// the request's context, which may be what failed: it tries once while ctx
+// has time left (so the user can buy again at once), and otherwise, or when
+// Redis is down too, keeps trying in the background for a while.
+func (g *LuaGate) handBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) {
+	try := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		back, err := g.handBackNow(ctx, itemID, userID, orderID, soldOutAt)
+		if back && soldOutAt == "" && g.returned != nil {
+			g.returned(ctx, itemID)
+		}
+		return err
+	}
+	delay := time.Duration(0)
+	if ctx.Err() == nil {
+		// The request's time left, but not its cancellation: a client
+		// that goes away now must not cut the hand-back short.
+		tctx := context.WithoutCancel(ctx)
+		cancel := context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok {
+			tctx, cancel = context.WithDeadline(tctx, deadline)
+		}
+		err := try(tctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		delay = 100 * time.Millisecond
+	}
+	g.retries.Add(1)
+	go func() {
+		defer g.retries.Done()
+		for i := 0; i < 20; i++ {
+			select {
+			case <-g.closing:
+				g.log.Warn("hand-back abandoned at shutdown", "item", itemID, "user", userID, "order", orderID)
+				return
+			case <-time.After(delay):
+			}
+			if err := try(context.Background()); err == nil {
+				return
+			} else if i == 19 {
+				g.log.Error("hand-back failed; the unit stays reserved until reconciled", "item", itemID, "user", userID, "order", orderID, "err", err)
+			}
+			delay = min(max(2*delay, 100*time.Millisecond), 5*time.Second)
+		}
+	}()
+}
+
+// resolve settles a reservation whose write may have committed although
+// its caller heard 503 (the database stopped answering during the commit).
+// It asks the database, as soon as it answers, whether the order is there:
+// if it is, the unit is sold and the reservation stays (the user's retry,
+// or a replay of the same Idempotency-Key, finds the order); if not, the
+// unit is handed back. "Not there" must be heard twice, a second apart: a
+// commit held in a stalled connection reaches the database when it heals,
+// at about the moment the first question does.
+func (g *LuaGate) resolve(itemID int64, userID, orderID string) {
+	g.retries.Add(1)
+	go func() {
+		defer g.retries.Done()
+		delay := 250 * time.Millisecond
+		absent := 0
+		for i := 0; i < 60; i++ {
+			select {
+			case <-g.closing:
+				g.log.Warn("write outcome unknown at shutdown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
+				return
+			case <-time.After(delay):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := g.store.Order(ctx, orderID)
+			cancel()
+			switch {
+			case err == nil:
+				g.log.Info("write answered 503 had committed; the order stands", "item", itemID, "user", userID, "order", orderID)
+				return
+			case errors.Is(err, stock.ErrNotFound):
+				if absent++; absent == 2 {
+					g.handBack(context.Background(), itemID, userID, orderID, "")
+					return
+				}
+				delay = time.Second
+				continue
+			}
+			absent = 0
+			delay = min(2*delay, 2*time.Second)
+		}
+		g.log.Error("write outcome still unknown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
+	}()
+}
+
+// voidTTL is how long a handed-back attempt stays void: far longer than a
+// reserve command can wander in a stalled connection.
+const voidTTL = 10 * time.Minute
+
+// voidKey marks an attempt that was handed back (see reserve.lua).
+func voidKey(k keyspace, itemID int64, orderID string) string {
+	return k.item(itemID) + ":void:" + orderID
+}
+
+// handBackNow runs the hand-back script once and reports whether the unit
+// went back to the gate.
+func (g *LuaGate) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
+	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID), g.keys.released(itemID), voidKey(g.keys, itemID, orderID)}
+	back, err := handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second)).Int()
+	if err != nil {
+		return false, redisError("hand back", err)
+	}
+	return back == 1, nil
+}
+
+// Close finishes queued writes, then stops hand-back retries and waits.
+func (g *LuaGate) Close() {
+	g.writer.close()
+	g.once.Do(func() { close(g.closing) })
+	g.retries.Wait()
+}
+
+func unixMilli(t *time.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	return t.UnixMilli()
+}
