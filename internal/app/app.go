@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/shop"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 var _ handler.Shop = (*shop.Service)(nil)
@@ -80,14 +81,18 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		a.metrics.WatchDB(sqlDB)
 	}
 	reqTimeout, lockWait, dbTimeout := cfg.timeouts()
-	a.service, err = shop.NewService(shop.NewStore(a.db), a.rdb, shop.Config{
+	st, err := store.New(a.db, &store.Options{PaymentTimeout: cfg.PaymentTimeout})
+	if err != nil {
+		return nil, err
+	}
+	a.service, err = shop.NewService(st, a.rdb, shop.Config{
 		DefaultStrategy: stock.StrategyName(cfg.Strategy), KeyPrefix: cfg.KeyPrefix, LockWait: lockWait, Logger: log,
 		RequestTimeout: reqTimeout, WriteTimeout: dbTimeout,
 		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
 		Async: shop.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
 			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(cfg.CrashAfterCommit),
 			Durability: cfg.AsyncDurability},
-		PaymentTimeout: cfg.PaymentTimeout, Lifecycle: a.metrics})
+		Lifecycle: a.metrics})
 	if err != nil {
 		return nil, err
 	}

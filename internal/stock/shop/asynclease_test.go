@@ -51,15 +51,15 @@ func readAsDeadWriter(t *testing.T, rdb *redis.Client, stream, consumer string, 
 // survivors waited the whole ClaimIdle.
 func TestDeadWriterTakenOverWithinALease(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		store := NewStore(b.DB(t))
-		api := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 100)
 		ids := placeAsync(t, api, it.ID, "u", 50)
 		rdb := b.Redis(t)
 		readAsDeadWriter(t, rdb, api.keys.stream(it.ID), "killed-host-1-abc-w0", 50)
 
 		start := time.Now()
-		asyncService(t, b, store, 1, 30*time.Second, 0)
+		asyncService(t, b, st, 1, 30*time.Second, 0)
 		awaitWritten(t, api, ids, 10*time.Second)
 		took := time.Since(start)
 		t.Logf("50 orders of a dead writer written %v after a survivor started", took.Round(time.Millisecond))
@@ -76,7 +76,7 @@ func TestDeadWriterTakenOverWithinALease(t *testing.T) {
 				t.Errorf("the dead writer is still a consumer of the group: %+v", c)
 			}
 		}
-		if got, err := store.Item(ctx, it.ID); err != nil || got.Sold != 50 {
+		if got, err := st.Item(ctx, it.ID); err != nil || got.Sold != 50 {
 			t.Errorf("sold: got %+v %v, want 50", got, err)
 		}
 	})
@@ -88,8 +88,8 @@ func TestDeadWriterTakenOverWithinALease(t *testing.T) {
 func TestConcurrentTakeoversClaimEachEntryOnce(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		api := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 100)
 		placeAsync(t, api, it.ID, "u", 60)
 		rdb := b.Redis(t)
@@ -155,8 +155,8 @@ func TestConcurrentTakeoversClaimEachEntryOnce(t *testing.T) {
 func TestRenewKeepsCountAndOwnership(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		api := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
 		placeAsync(t, api, it.ID, "u", 2)
 		rdb := b.Redis(t)
@@ -197,12 +197,12 @@ func TestRenewKeepsCountAndOwnership(t *testing.T) {
 func TestDatabaseStallStealsNothing(t *testing.T) {
 	b := testenv.Real(t)
 	ctx := context.Background()
-	store := NewStore(b.DB(t))
-	api := asyncService(t, b, store, 0, 0, 0)
+	st := newTestStore(t, b, nil)
+	api := asyncService(t, b, st, 0, 0, 0)
 	it := createAsyncItem(t, api, 100)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i := 0; i < 2; i++ {
-		s, err := NewService(store, b.Redis(t), Config{KeyPrefix: b.KeyPrefix, Logger: quiet,
+		s, err := NewService(st, b.Redis(t), Config{KeyPrefix: b.KeyPrefix, Logger: quiet,
 			Async: AsyncConfig{Writers: 2, ClaimIdle: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
@@ -249,7 +249,7 @@ func TestDatabaseStallStealsNothing(t *testing.T) {
 	if err != nil || len(dl) != 0 {
 		t.Errorf("dead letters: got %d %v, want none", len(dl), err)
 	}
-	if got, err := store.Item(ctx, it.ID); err != nil || got.Sold != 42 {
+	if got, err := st.Item(ctx, it.ID); err != nil || got.Sold != 42 {
 		t.Errorf("sold: got %+v %v, want 42", got, err)
 	}
 }
@@ -280,8 +280,8 @@ func watchPendingDuring(t *testing.T, rdb *redis.Client, stream string, d time.D
 func TestIdleConsumersOfGoneProcessesForgotten(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		api := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
 		rdb := b.Redis(t)
 		stream := api.keys.stream(it.ID)
@@ -293,7 +293,7 @@ func TestIdleConsumersOfGoneProcessesForgotten(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		live := asyncService(t, b, store, 1, 400*time.Millisecond, 0)
+		live := asyncService(t, b, st, 1, 400*time.Millisecond, 0)
 		ids := placeAsync(t, api, it.ID, "u", 3)
 		awaitWritten(t, api, ids, 10*time.Second)
 		deadline := time.Now().Add(10 * time.Second)

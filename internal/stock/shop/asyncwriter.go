@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 // asyncGroup is the consumer group every writer of every process joins.
@@ -110,7 +111,7 @@ func (c *AsyncConfig) withDefaults() {
 // writer that died between COMMIT and XACK) is done, not doubled.
 type asyncWriters struct {
 	cfg   AsyncConfig
-	store *Store
+	store *store.Store
 	rdb   redis.UniversalClient
 	keys  keyspace
 	log   *slog.Logger
@@ -131,9 +132,9 @@ type asyncWriters struct {
 	hbWG   sync.WaitGroup
 }
 
-func newAsyncWriters(cfg AsyncConfig, store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *asyncWriters {
+func newAsyncWriters(cfg AsyncConfig, st *store.Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *asyncWriters {
 	host, _ := os.Hostname()
-	return &asyncWriters{cfg: cfg, store: store, rdb: rdb, keys: keys, log: log,
+	return &asyncWriters{cfg: cfg, store: st, rdb: rdb, keys: keys, log: log,
 		name:    fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3)),
 		grouped: map[int64]bool{}, stop: make(chan struct{}), hbStop: make(chan struct{})}
 }
@@ -200,7 +201,7 @@ func (w *asyncWriters) active(ctx context.Context) []int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if time.Since(w.refreshed) >= time.Second {
-		if ids, err := w.store.asyncItems(ctx); err == nil {
+		if ids, err := w.store.ItemsSoldBy(ctx, stock.StrategyLuaAsync); err == nil {
 			w.items = ids
 			w.refreshed = time.Now()
 		} else if w.refreshed.IsZero() || time.Since(w.refreshed) > 10*time.Second {
@@ -313,7 +314,7 @@ func (w *asyncWriters) writer(consumer string) {
 // handle persists entries delivered to consumer; malformed ones go to the
 // dead-letter stream at once.
 func (w *asyncWriters) handle(consumer string, itemID int64, msgs []redis.XMessage) {
-	batch := make([]*queued, 0, len(msgs))
+	batch := make([]*store.Queued, 0, len(msgs))
 	var bad []redis.XMessage
 	for _, m := range msgs {
 		q, err := parseQueued(itemID, m)
@@ -333,7 +334,7 @@ func (w *asyncWriters) handle(consumer string, itemID int64, msgs []redis.XMessa
 	// when a claimed batch straddles a rebuild).
 	for len(batch) > 0 {
 		n := 1
-		for n < len(batch) && batch[n].epoch == batch[0].epoch {
+		for n < len(batch) && batch[n].Epoch == batch[0].Epoch {
 			n++
 		}
 		w.persist(consumer, itemID, batch[:n])
@@ -345,15 +346,15 @@ func (w *asyncWriters) handle(consumer string, itemID int64, msgs []redis.XMessa
 // A batch that fails for another reason is split, and an entry that keeps
 // failing on its own goes to the dead-letter stream. Its caller (handle)
 // renews the claim meanwhile, so no other writer takes the entries over.
-func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
+func (w *asyncWriters) persist(consumer string, itemID int64, batch []*store.Queued) {
 	wait := newBackoff()
 	failures := 0
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		start := time.Now()
-		res, err := w.store.persistQueued(ctx, itemID, batch, dbNow())
+		res, err := w.store.PersistQueued(ctx, itemID, batch, store.Now())
 		cancel()
-		if errors.Is(err, errQueueLost) {
+		if errors.Is(err, store.ErrQueueLost) {
 			w.log.Error("lua-async: a batch from a queue Redis lost is not written; the gate was rebuilt without it (see the README on what a 202 survives)",
 				"item", itemID, "orders", len(batch), "err", err)
 			if o := w.cfg.Observer; o != nil {
@@ -363,14 +364,14 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 		}
 		if err == nil {
 			if o := w.cfg.Observer; o != nil {
-				o.Persisted(len(res.written), len(res.already), len(res.failed), time.Since(start))
+				o.Persisted(len(res.Written), len(res.Already), len(res.Failed), time.Since(start))
 			}
 			if w.cfg.AfterCommit != nil {
 				w.cfg.AfterCommit()
 			}
-			if len(res.failed) > 0 {
+			if len(res.Failed) > 0 {
 				w.log.Error("lua-async: admitted orders refused by the database (Redis lost data?); recorded as failed",
-					"item", itemID, "failed", len(res.failed))
+					"item", itemID, "failed", len(res.Failed))
 			}
 			w.ack(itemID, batch)
 			return
@@ -387,14 +388,14 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 					if w.stopped() {
 						return
 					}
-					w.persist(consumer, itemID, []*queued{q})
+					w.persist(consumer, itemID, []*store.Queued{q})
 				}
 				return
 			}
 			if failures >= w.cfg.MaxDeliveries {
 				msgs := make([]redis.XMessage, len(batch))
 				for i, q := range batch {
-					msgs[i] = q.message()
+					msgs[i] = message(q)
 				}
 				w.deadLetter(itemID, msgs, err.Error())
 				return
@@ -414,12 +415,12 @@ func (w *asyncWriters) persist(consumer string, itemID int64, batch []*queued) {
 // deleted: nothing unacknowledged is ever trimmed. If Redis is out it keeps
 // trying until stopped; an entry left behind is delivered again and found
 // done.
-func (w *asyncWriters) ack(itemID int64, batch []*queued) {
+func (w *asyncWriters) ack(itemID int64, batch []*store.Queued) {
 	ids := make([]string, len(batch))
 	markers := make([]string, len(batch))
 	for i, q := range batch {
-		ids[i] = q.entry
-		markers[i] = w.keys.pending(q.id)
+		ids[i] = q.Entry
+		markers[i] = w.keys.pending(q.ID)
 	}
 	stream := w.keys.stream(itemID)
 	wait := newBackoff()
@@ -572,24 +573,24 @@ func (w *asyncWriters) deliveries(ctx context.Context, stream, consumer string, 
 }
 
 // parseQueued reads one stream entry written by enqueue.lua.
-func parseQueued(itemID int64, m redis.XMessage) (*queued, error) {
+func parseQueued(itemID int64, m redis.XMessage) (*store.Queued, error) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
-	q := &queued{entry: m.ID, id: str("o"), itemID: itemID, userID: str("u"), key: str("k")}
+	q := &store.Queued{Entry: m.ID, ID: str("o"), ItemID: itemID, UserID: str("u"), Key: str("k")}
 	ms, err := strconv.ParseInt(str("t"), 10, 64)
 	if e := str("e"); e != "" && err == nil {
-		q.epoch, err = strconv.ParseInt(e, 10, 64)
+		q.Epoch, err = strconv.ParseInt(e, 10, 64)
 	}
-	if err != nil || !stock.ValidOrderID(q.id) || !stock.ValidUserID(q.userID) || len(q.key) > stock.MaxIdemKeyLen {
+	if err != nil || !stock.ValidOrderID(q.ID) || !stock.ValidUserID(q.UserID) || len(q.Key) > stock.MaxIdemKeyLen {
 		return nil, fmt.Errorf("malformed entry %s: %v", m.ID, m.Values)
 	}
-	q.created = time.UnixMilli(ms).UTC()
+	q.Created = time.UnixMilli(ms).UTC()
 	return q, nil
 }
 
 // message is q as a stream entry again (for the dead-letter stream).
-func (q *queued) message() redis.XMessage {
-	return redis.XMessage{ID: q.entry, Values: map[string]any{"o": q.id, "u": q.userID, "k": q.key,
-		"t": strconv.FormatInt(q.created.UnixMilli(), 10), "e": strconv.FormatInt(q.epoch, 10)}}
+func message(q *store.Queued) redis.XMessage {
+	return redis.XMessage{ID: q.Entry, Values: map[string]any{"o": q.ID, "u": q.UserID, "k": q.Key,
+		"t": strconv.FormatInt(q.Created.UnixMilli(), 10), "e": strconv.FormatInt(q.Epoch, 10)}}
 }
 
 // backoff doubles from 50ms to 5s.

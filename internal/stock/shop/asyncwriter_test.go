@@ -13,14 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
 // asyncService builds a Service on b with the given lua-async writers
 // (0: none, this process only admits) and claim idle time.
-func asyncService(t *testing.T, b testenv.Backend, store *Store, writers int, claimIdle time.Duration, maxDeliveries int) *Service {
+func asyncService(t *testing.T, b testenv.Backend, st *store.Store, writers int, claimIdle time.Duration, maxDeliveries int) *Service {
 	t.Helper()
-	s, err := NewService(store, b.Redis(t), Config{KeyPrefix: b.KeyPrefix,
+	s, err := NewService(st, b.Redis(t), Config{KeyPrefix: b.KeyPrefix,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Async:  AsyncConfig{Writers: writers, ClaimIdle: claimIdle, MaxDeliveries: maxDeliveries}})
 	if err != nil {
@@ -71,8 +72,8 @@ func queueState(t *testing.T, rdb *redis.Client, s *Service, itemID int64) (queu
 func TestWritersClaimTheEntriesOfADeadWriter(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		api := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 100)
 		var ids []string
 		for i := 0; i < 50; i++ {
@@ -97,9 +98,9 @@ func TestWritersClaimTheEntriesOfADeadWriter(t *testing.T) {
 			t.Fatalf("dead writer read: %v %v", len(read), err)
 		}
 
-		asyncService(t, b, store, 1, 300*time.Millisecond, 0)
+		asyncService(t, b, st, 1, 300*time.Millisecond, 0)
 		awaitWritten(t, api, ids, 15*time.Second)
-		got, err := store.Item(ctx, it.ID)
+		got, err := st.Item(ctx, it.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,8 +127,8 @@ func TestWritersClaimTheEntriesOfADeadWriter(t *testing.T) {
 func TestDeadLettersAndRequeue(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		api := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
 		o, _, err := api.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "poisoned"})
 		if err != nil {
@@ -155,7 +156,7 @@ func TestDeadLettersAndRequeue(t *testing.T) {
 			}
 		}
 
-		asyncService(t, b, store, 1, 200*time.Millisecond, 3)
+		asyncService(t, b, st, 1, 200*time.Millisecond, 3)
 		var dl []stock.DeadLetter
 		deadline := time.Now().Add(10 * time.Second)
 		for len(dl) < 2 && time.Now().Before(deadline) {
@@ -210,8 +211,8 @@ func TestDeadLettersAndRequeue(t *testing.T) {
 func TestRebuildCountsQueuedOrders(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		api := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
 		ids := queueOrders(t, api, it.ID, 6, "early")
 		rdb := b.Redis(t)
@@ -249,9 +250,9 @@ func TestRebuildCountsQueuedOrders(t *testing.T) {
 			t.Errorf("after the rebuild: got %v, want 4 admitted, 20 already purchased, 16 sold out", results)
 		}
 
-		asyncService(t, b, store, 2, time.Second, 0)
+		asyncService(t, b, st, 2, time.Second, 0)
 		awaitWritten(t, api, ids, 15*time.Second)
-		if got, err := store.Item(ctx, it.ID); err != nil || got.Sold != 10 {
+		if got, err := st.Item(ctx, it.ID); err != nil || got.Sold != 10 {
 			t.Errorf("sold: got %+v %v, want 10", got, err)
 		}
 	})

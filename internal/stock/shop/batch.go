@@ -2,15 +2,14 @@ package shop
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 // maxBatch caps the orders written in one transaction (8 placeholders each,
@@ -34,18 +33,6 @@ const batchTimeout = 5 * time.Second
 // deliver the answer, so no caller waits past its deadline.
 const answerMargin = 100 * time.Millisecond
 
-// errBatchRefused means a batch could not be written whole (a duplicate, or
-// less stock left than orders); its orders are then written one by one.
-var errBatchRefused = errors.New("batch refused")
-
-// errMaybeCommitted marks a write whose outcome is unknown: the database
-// stopped answering while the transaction committed (or, on the one-order
-// path, somewhere in it), so the order may be in the database although its
-// caller hears 503. The lua gate keeps the reservation until the database
-// says which (see LuaGate.resolve); a retry by the user, or the same
-// Idempotency-Key, finds the order if it was committed.
-var errMaybeCommitted = errors.New("the write may have committed")
-
 // orderWriter is group commit for one hot row: each item has a writer that
 // takes every order queued while its previous transaction committed and
 // writes them in one transaction. Each order's caller still waits for the
@@ -58,7 +45,7 @@ var errMaybeCommitted = errors.New("the write may have committed")
 // what happened, in time; and the database part of a transaction is bounded
 // by budget, so a stalled database answers 503 in about that long.
 type orderWriter struct {
-	store  *Store
+	store  *store.Store
 	guard  writeGuard    // nil: no lock around the writes
 	budget time.Duration // bound on each step of a transaction (stallWatch)
 	// maxWait bounds a caller whose context has no deadline, as if it had
@@ -104,8 +91,8 @@ type writeGuard interface {
 }
 
 // newOrderWriter returns a writer with the default bounds (see bound).
-func newOrderWriter(store *Store, guard writeGuard) *orderWriter {
-	return &orderWriter{store: store, guard: guard, budget: defaultWriteTimeout, maxWait: defaultRequestTimeout,
+func newOrderWriter(st *store.Store, guard writeGuard) *orderWriter {
+	return &orderWriter{store: st, guard: guard, budget: defaultWriteTimeout, maxWait: defaultRequestTimeout,
 		queues: map[int64]*writeQueue{}, stop: make(chan struct{})}
 }
 
@@ -294,17 +281,17 @@ func (w *orderWriter) commit(itemID int64, batch []*pendingWrite) {
 	// still leaves the write its time (within the callers' deadlines).
 	ctx, watch, stopWatch := watchStalls(ctx, w.budget)
 	defer stopWatch()
-	now := dbNow()
-	err := errBatchRefused
+	now := store.Now()
+	err := store.ErrBatchRefused
 	if len(batch) > 1 {
-		err = w.store.insertBatch(ctx, watch, batch, now, fence)
+		err = w.store.InsertBatch(ctx, writes(batch), now, fence, watch.progress)
 	}
 	switch {
 	case err == nil:
 		for _, p := range batch {
-			w.store.created(p.o, now)
+			w.store.Created(p.o, now)
 		}
-	case !errors.Is(err, errBatchRefused):
+	case !errors.Is(err, store.ErrBatchRefused):
 		for i := range results {
 			results[i] = err
 		}
@@ -348,7 +335,7 @@ func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, item
 	for i, p := range batch {
 		users[i] = p.o.UserID
 	}
-	bought, err := w.store.buyersAmong(ctx, itemID, users)
+	bought, err := w.store.BuyersAmong(ctx, itemID, users)
 	watch.progress()
 	if err != nil {
 		fail(allIndexes(len(batch)), err)
@@ -369,7 +356,7 @@ func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, item
 		}
 	}
 	for len(queue) > 0 {
-		left, err := w.store.remaining(ctx, itemID)
+		left, err := w.store.Remaining(ctx, itemID)
 		watch.progress()
 		if err != nil {
 			fail(queue, err)
@@ -399,22 +386,22 @@ func (w *orderWriter) writeChunk(ctx context.Context, watch *stallWatch, batch [
 	for j, i := range idx {
 		sub[j] = batch[i]
 	}
-	err := errBatchRefused
+	err := store.ErrBatchRefused
 	if len(sub) > 1 {
-		err = w.store.insertBatch(ctx, watch, sub, now, fence)
+		err = w.store.InsertBatch(ctx, writes(sub), now, fence, watch.progress)
 	}
 	for _, i := range idx {
 		switch {
 		case err == nil:
-			w.store.created(batch[i].o, now)
+			w.store.Created(batch[i].o, now)
 			results[i] = nil
-		case errors.Is(err, errBatchRefused):
+		case errors.Is(err, store.ErrBatchRefused):
 			results[i] = w.store.InsertOrder(ctx, batch[i].o, batch[i].key, fence)
 			watch.progress()
 			if errors.Is(results[i], stock.ErrUnavailable) {
 				// Where in the transaction the database stopped answering
 				// is not known here: it may have been the commit.
-				results[i] = fmt.Errorf("%w: %w", errMaybeCommitted, results[i])
+				results[i] = fmt.Errorf("%w: %w", store.ErrMaybeCommitted, results[i])
 			}
 		default:
 			results[i] = err
@@ -442,106 +429,11 @@ func (w *orderWriter) close() {
 	w.wg.Wait()
 }
 
-// buyersAmong returns which of users already hold an order for the item.
-func (s *Store) buyersAmong(ctx context.Context, itemID int64, users []string) (map[string]bool, error) {
-	args := make([]any, 0, len(users)+1)
-	args = append(args, itemID)
-	for _, u := range users {
-		args = append(args, u)
-	}
-	q := "SELECT user_id FROM orders WHERE item_id = ? AND user_id IN (?" + strings.Repeat(", ?", len(users)-1) + ")"
-	rows, err := s.sql.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, dbError("find buyers", err)
-	}
-	defer rows.Close()
-	bought := map[string]bool{}
-	for rows.Next() {
-		var u string
-		if err := rows.Scan(&u); err != nil {
-			return nil, dbError("find buyers", err)
-		}
-		bought[u] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError("find buyers", err)
-	}
-	return bought, nil
-}
-
-// remaining reads stock - sold.
-func (s *Store) remaining(ctx context.Context, itemID int64) (int64, error) {
-	var left int64
-	err := s.sql.QueryRowContext(ctx, "SELECT stock - sold FROM items WHERE id = ?", itemID).Scan(&left)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
-	}
-	if err != nil {
-		return 0, dbError("read remaining", err)
-	}
-	return left, nil
-}
-
-// insertBatch writes every order of a batch and takes len(batch) units in
-// one transaction: the same guard as one order, sold + k <= stock, with rows
-// affected checked. Any refusal rolls the whole batch back.
-func (s *Store) insertBatch(ctx context.Context, watch *stallWatch, batch []*pendingWrite, now time.Time, fence int64) (err error) {
-	tx, err := s.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return dbError("begin", err)
-	}
-	watch.progress()
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	var sb strings.Builder
-	sb.WriteString("INSERT INTO orders (id, item_id, user_id, status, idempotency_key, expires_at, created_at, updated_at) VALUES ")
-	args := make([]any, 0, 8*len(batch))
-	deadline := s.deadline(now)
+// writes is a batch as the store writes it.
+func writes(batch []*pendingWrite) []store.OrderWrite {
+	out := make([]store.OrderWrite, len(batch))
 	for i, p := range batch {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-		var key *string
-		if p.key != "" {
-			key = &p.key
-		}
-		args = append(args, p.o.ID, p.o.ItemID, p.o.UserID, stock.StatusCreated, key, deadline, now, now)
+		out[i] = store.OrderWrite{Order: p.o, Key: p.key}
 	}
-	_, err = tx.ExecContext(ctx, sb.String(), args...)
-	watch.progress()
-	if err != nil {
-		if e := insertError(err); errors.Is(e, stock.ErrAlreadyPurchased) || errors.Is(e, stock.ErrIdempotencyConflict) {
-			return errBatchRefused
-		}
-		return insertError(err)
-	}
-	k := len(batch)
-	var res sql.Result
-	if fence > 0 {
-		res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, lock_fence = ?, updated_at = ? WHERE id = ? AND sold + ? <= stock AND lock_fence <= ?",
-			k, fence, now, batch[0].o.ItemID, k, fence)
-	} else {
-		res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, updated_at = ? WHERE id = ? AND sold + ? <= stock",
-			k, now, batch[0].o.ItemID, k)
-	}
-	watch.progress()
-	if err != nil {
-		return dbError("take units", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return dbError("take units", err)
-	}
-	if n != 1 {
-		err = errBatchRefused
-		return err
-	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("%w: %w", errMaybeCommitted, dbError("commit", err))
-	}
-	return nil
+	return out
 }

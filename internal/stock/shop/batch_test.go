@@ -19,15 +19,15 @@ import (
 func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
+		st := newTestStore(t, b, nil)
 		it := &stock.Item{Name: "batched", Stock: 5, Strategy: stock.StrategyLua}
-		if err := store.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.InsertOrder(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "early"}, "", 0); err != nil {
+		if err := st.InsertOrder(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "early"}, "", 0); err != nil {
 			t.Fatal(err)
 		}
-		w := newOrderWriter(store, nil)
+		w := newOrderWriter(st, nil)
 		defer w.close()
 
 		users := []string{"early"}
@@ -62,12 +62,12 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 		if created != 4 {
 			t.Errorf("orders written: got %d, want 4 (stock 5, one sold before)", created)
 		}
-		got, err := store.Item(ctx, it.ID)
+		got, err := st.Item(ctx, it.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var rows int64
-		if err := store.db.Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", it.ID).Scan(&rows).Error; err != nil {
+		if err := rawSQL(t, st).QueryRow("SELECT COUNT(*) FROM orders WHERE item_id = ?", it.ID).Scan(&rows); err != nil {
 			t.Fatal(err)
 		}
 		if got.Sold != 5 || rows != 5 {
@@ -85,12 +85,12 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 func TestRefusedBatchSellsEveryUnitLeft(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
+		st := newTestStore(t, b, nil)
 		it := &stock.Item{Name: "clash", Stock: 3, Strategy: stock.StrategyLock}
-		if err := store.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it); err != nil {
 			t.Fatal(err)
 		}
-		w := newOrderWriter(store, nil)
+		w := newOrderWriter(st, nil)
 		defer w.close()
 		users := []string{"a", "a", "b", "c", "d"}
 		batch := make([]*pendingWrite, len(users))
@@ -104,7 +104,7 @@ func TestRefusedBatchSellsEveryUnitLeft(t *testing.T) {
 				t.Errorf("order %d by %s: got %v, want %v", i, users[i], got, want[i])
 			}
 		}
-		if got, _ := store.Item(ctx, it.ID); got.Sold != 3 {
+		if got, _ := st.Item(ctx, it.ID); got.Sold != 3 {
 			t.Errorf("sold: got %d, want 3", got.Sold)
 		}
 	})

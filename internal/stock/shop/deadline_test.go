@@ -215,13 +215,13 @@ func TestOrphanWindowOutlivesEveryRequest(t *testing.T) {
 
 	// No transaction outlives its callers: the writer holds the lock, and
 	// writes, with a deadline before the earliest caller's.
-	store := NewStore(b.DB(t))
+	st := newTestStore(t, b, nil)
 	it := &stock.Item{Name: "deadlines", Stock: 10, Strategy: stock.StrategyLock}
-	if err := store.CreateItem(context.Background(), it); err != nil {
+	if err := st.CreateItem(context.Background(), it); err != nil {
 		t.Fatal(err)
 	}
 	guard := &deadlineGuard{}
-	w := newOrderWriter(store, guard)
+	w := newOrderWriter(st, guard)
 	defer w.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

@@ -19,12 +19,12 @@ import (
 func TestFsyncDurability(t *testing.T) {
 	ctx := context.Background()
 	b := testenv.Embedded(t)
-	store := NewStore(b.DB(t))
+	st := newTestStore(t, b, nil)
 
 	opt, _ := redis.ParseURL(testenv.PrivateRedis(t, "--appendonly", "yes", "--appendfsync", "always"))
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	s, err := NewService(store, rdb, Config{KeyPrefix: b.KeyPrefix,
+	s, err := NewService(st, rdb, Config{KeyPrefix: b.KeyPrefix,
 		Async: AsyncConfig{Durability: DurabilityFsync, DurabilityCheck: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatalf("service on a Redis that fsyncs every write: %v", err)
@@ -67,7 +67,7 @@ func TestFsyncDurability(t *testing.T) {
 
 	// The machine's shared Redis keeps nothing on disk.
 	shared := testenv.Real(t)
-	_, err = NewService(store, shared.Redis(t), Config{KeyPrefix: shared.KeyPrefix, Async: AsyncConfig{Durability: DurabilityFsync}})
+	_, err = NewService(st, shared.Redis(t), Config{KeyPrefix: shared.KeyPrefix, Async: AsyncConfig{Durability: DurabilityFsync}})
 	if err == nil || !strings.Contains(err.Error(), "appendonly") {
 		t.Errorf("service with fsync durability on a Redis without AOF: got %v, want a refusal naming appendonly", err)
 	}

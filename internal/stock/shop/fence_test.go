@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -18,12 +19,12 @@ import (
 func TestLockStrategyFenceRefusesStaleHolder(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
+		st := newTestStore(t, b, nil)
 		rdb := b.Redis(t)
 		locker := lock.New(rdb, nil)
 		t.Cleanup(func() { _ = locker.Close() })
 		it := &stock.Item{Name: "fenced", Stock: 10, Strategy: stock.StrategyLock}
-		if err := store.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it); err != nil {
 			t.Fatal(err)
 		}
 		key := b.KeyPrefix + ":{item:1}:lock"
@@ -40,21 +41,21 @@ func TestLockStrategyFenceRefusesStaleHolder(t *testing.T) {
 		if bl.Fence() != a.Fence()+1 {
 			t.Fatalf("fences: A %d, B %d; want B = A+1", a.Fence(), bl.Fence())
 		}
-		if err := store.InsertOrder(ctx, &stock.Order{ID: "00000000-0000-7000-8000-00000000000b", ItemID: it.ID, UserID: "b"}, "", bl.Fence()); err != nil {
+		if err := st.InsertOrder(ctx, &stock.Order{ID: "00000000-0000-7000-8000-00000000000b", ItemID: it.ID, UserID: "b"}, "", bl.Fence()); err != nil {
 			t.Fatalf("B's write: %v", err)
 		}
-		err = store.InsertOrder(ctx, &stock.Order{ID: "00000000-0000-7000-8000-00000000000a", ItemID: it.ID, UserID: "a"}, "", a.Fence())
-		if !errors.Is(err, errFenceStale) || !errors.Is(err, stock.ErrUnavailable) {
-			t.Fatalf("A's late write: got %v, want errFenceStale and ErrUnavailable", err)
+		err = st.InsertOrder(ctx, &stock.Order{ID: "00000000-0000-7000-8000-00000000000a", ItemID: it.ID, UserID: "a"}, "", a.Fence())
+		if !errors.Is(err, store.ErrFenceStale) || !errors.Is(err, stock.ErrUnavailable) {
+			t.Fatalf("A's late write: got %v, want store.ErrFenceStale and ErrUnavailable", err)
 		}
-		got, err := store.Item(ctx, it.ID)
+		got, err := st.Item(ctx, it.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Sold != 1 {
 			t.Errorf("sold: got %d, want 1 (only B's write)", got.Sold)
 		}
-		if _, _, err := store.OrderOf(ctx, it.ID, "a"); !errors.Is(err, stock.ErrNotFound) {
+		if _, _, err := st.OrderOf(ctx, it.ID, "a"); !errors.Is(err, stock.ErrNotFound) {
 			t.Errorf("A's order: got %v, want not found (rolled back)", err)
 		}
 		if err := a.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
@@ -116,10 +117,10 @@ func TestLockFenceSurvivesRedisDataLoss(t *testing.T) {
 	})
 }
 
-func lockFenceOf(t *testing.T, store *Store, itemID int64) int64 {
+func lockFenceOf(t *testing.T, st *store.Store, itemID int64) int64 {
 	t.Helper()
 	var fence int64
-	if err := store.sql.QueryRow("SELECT lock_fence FROM items WHERE id = ?", itemID).Scan(&fence); err != nil {
+	if err := rawSQL(t, st).QueryRow("SELECT lock_fence FROM items WHERE id = ?", itemID).Scan(&fence); err != nil {
 		t.Fatal(err)
 	}
 	return fence

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 // The order lifecycle: created -> paid, or created -> cancelled (by its
@@ -117,7 +118,7 @@ func (s *Service) settleOrder(ctx context.Context, id, userID string, act orderA
 		default:
 			return nil, fmt.Errorf("order %s has unknown status %q", id, o.Status)
 		}
-		now := dbNow()
+		now := store.Now()
 		expire := o.Due(now)
 		var won bool
 		switch {
@@ -149,7 +150,7 @@ func (s *Service) settleOrder(ctx context.Context, id, userID string, act orderA
 }
 
 func (s *Service) pay(ctx context.Context, o *stock.Order, now time.Time) (bool, error) {
-	won, err := s.store.payOrder(ctx, o.ID, now)
+	won, err := s.store.PayOrder(ctx, o.ID, now)
 	if won {
 		s.observe(ctx, o.ItemID, TransitionPaid)
 	}
@@ -176,7 +177,7 @@ func (s *Service) cancel(ctx context.Context, o *stock.Order, now time.Time, exp
 		return false, err
 	}
 	gated := it.Strategy.Gated()
-	won, err := s.store.cancelOrder(ctx, o, now, expiry, !gated)
+	won, err := s.store.CancelOrder(ctx, o, now, expiry, !gated)
 	if err != nil || !won {
 		return false, err
 	}
@@ -212,7 +213,7 @@ func (s *Service) returnStock(ctx context.Context, it *stock.Item, orderID strin
 			return err
 		}
 	}
-	marked, err := s.store.markStockReturned(ctx, orderID, dbNow())
+	marked, err := s.store.MarkStockReturned(ctx, orderID, store.Now())
 	if err != nil {
 		return err
 	}
@@ -231,12 +232,12 @@ func (s *Service) returnStock(ctx context.Context, it *stock.Item, orderID strin
 // returns how many orders this call expired.
 func (s *Service) ExpireDue(ctx context.Context, now time.Time) (int, error) {
 	now = now.UTC().Truncate(time.Microsecond)
-	due, err := s.store.dueOrders(ctx, now, sweepBatch)
+	due, err := s.store.DueOrders(ctx, now, sweepBatch)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	err = eachOrder(due, func(r orderRef) error {
+	err = eachOrder(due, func(r store.OrderRef) error {
 		won, err := s.cancel(ctx, &stock.Order{ID: r.ID, ItemID: r.ItemID}, now, true)
 		if won {
 			n++
@@ -250,12 +251,12 @@ func (s *Service) ExpireDue(ctx context.Context, now time.Time) (int, error) {
 // (a Redis failure or a crash after the cancellation committed), for orders
 // cancelled at or before before. It returns how many it finished.
 func (s *Service) ReturnStock(ctx context.Context, before time.Time) (int, error) {
-	refs, err := s.store.unreturnedOrders(ctx, before.UTC(), sweepBatch)
+	refs, err := s.store.UnreturnedOrders(ctx, before.UTC(), sweepBatch)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	err = eachOrder(refs, func(r orderRef) error {
+	err = eachOrder(refs, func(r store.OrderRef) error {
 		it, err := s.routing(ctx, r.ItemID)
 		if err != nil {
 			return err
@@ -270,7 +271,7 @@ func (s *Service) ReturnStock(ctx context.Context, before time.Time) (int, error
 }
 
 // eachOrder runs fn on every order, past failures but not past an outage.
-func eachOrder(refs []orderRef, fn func(orderRef) error) error {
+func eachOrder(refs []store.OrderRef, fn func(store.OrderRef) error) error {
 	failed := 0
 	var first error
 	for _, r := range refs {

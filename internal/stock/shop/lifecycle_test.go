@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,37 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
-
-// testLog sends warnings to the test log.
-type testLog struct{ t testing.TB }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-// newTestService starts a Service on b, without the sweeper unless cfg
-// sets an interval, with its own database handle and Redis client (rdb,
-// when given, is used instead). Close runs at cleanup.
-func newTestService(t *testing.T, b testenv.Backend, cfg Config, rdb *redis.Client) *Service {
-	t.Helper()
-	if rdb == nil {
-		rdb = b.Redis(t)
-	}
-	cfg.KeyPrefix = b.KeyPrefix
-	if cfg.SweepInterval == 0 {
-		cfg.SweepInterval = -1
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := NewService(NewStore(b.DB(t)), rdb, cfg)
-	if err != nil {
-		t.Fatalf("new service: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
 
 // countingObserver counts lifecycle events.
 type countingObserver struct {
@@ -161,10 +131,10 @@ func readLedger(t *testing.T, s *Service, rdb *redis.Client, itemID int64) ledge
 	t.Helper()
 	ctx := context.Background()
 	var l ledger
-	if err := s.store.sql.QueryRowContext(ctx, "SELECT stock, sold FROM items WHERE id = ?", itemID).Scan(&l.stock, &l.sold); err != nil {
+	if err := rawSQL(t, s.store).QueryRowContext(ctx, "SELECT stock, sold FROM items WHERE id = ?", itemID).Scan(&l.stock, &l.sold); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.store.sql.QueryContext(ctx, "SELECT status, expires_at, updated_at, stock_returned_at FROM orders WHERE item_id = ?", itemID)
+	rows, err := rawSQL(t, s.store).QueryContext(ctx, "SELECT status, expires_at, updated_at, stock_returned_at FROM orders WHERE item_id = ?", itemID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +198,9 @@ func TestExpiryRacesPayment(t *testing.T) {
 func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName, n int) {
 	ctx := context.Background()
 	obs := &countingObserver{}
-	cfg := Config{PaymentTimeout: time.Hour, Lifecycle: obs, Async: AsyncConfig{Writers: 1}}
-	s1, s2 := newTestService(t, b, cfg, nil), newTestService(t, b, cfg, nil)
+	cfg := Config{Lifecycle: obs, Async: AsyncConfig{Writers: 1}}
+	opts := &store.Options{PaymentTimeout: time.Hour}
+	s1, s2 := newTestServiceOn(t, b, newTestStore(t, b, opts), cfg, nil), newTestServiceOn(t, b, newTestStore(t, b, opts), cfg, nil)
 	svcs := []*Service{s1, s2}
 	rdb := b.Redis(t)
 	it, err := s1.CreateItem(ctx, stock.NewItem{Name: "racing", Stock: int64(n), Strategy: strategy})
@@ -297,8 +268,8 @@ func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName,
 					}
 				}
 				o := orders[i]
-				deadline := dbNow().Add(time.Duration(i%11-3) * step)
-				if _, err := s1.store.sql.ExecContext(ctx, "UPDATE orders SET expires_at = ? WHERE id = ?", deadline, o.ID); err != nil {
+				deadline := store.Now().Add(time.Duration(i%11-3) * step)
+				if _, err := rawSQL(t, s1.store).ExecContext(ctx, "UPDATE orders SET expires_at = ? WHERE id = ?", deadline, o.ID); err != nil {
 					t.Error(err)
 					return
 				}

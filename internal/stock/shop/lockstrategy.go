@@ -2,7 +2,6 @@ package shop
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 // LockStrategy is the "lock" strategy: take the item's Redis lock, check and
@@ -48,9 +48,9 @@ type heldLock struct {
 var _ Strategy = (*LockStrategy)(nil)
 var _ writeGuard = (*LockStrategy)(nil)
 
-func newLockStrategy(store *Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *LockStrategy {
+func newLockStrategy(st *store.Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *LockStrategy {
 	s := &LockStrategy{log: log, locker: lock.New(rdb, &lock.ClientOptions{Observer: obs}), keys: keys, ttl: ttl, wait: wait}
-	s.writer = newOrderWriter(store, s)
+	s.writer = newOrderWriter(st, s)
 	return s
 }
 
@@ -95,17 +95,7 @@ func (s *LockStrategy) hold(ctx context.Context, itemID int64) (int64, error) {
 // stay above every fence the database has stored and the sale goes on at
 // once instead of being refused as stale until the counter climbs back.
 func (s *LockStrategy) fenceFloor(itemID int64) func(context.Context) (int64, error) {
-	return func(ctx context.Context) (int64, error) {
-		var fence int64
-		err := s.writer.store.sql.QueryRowContext(ctx, "SELECT lock_fence FROM items WHERE id = ?", itemID).Scan(&fence)
-		if errors.Is(err, sql.ErrNoRows) {
-			return 0, fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
-		}
-		if err != nil {
-			return 0, dbError("read lock fence", err)
-		}
-		return fence, nil
-	}
+	return func(ctx context.Context) (int64, error) { return s.writer.store.LockFence(ctx, itemID) }
 }
 
 // done releases the lock when no more orders are queued.

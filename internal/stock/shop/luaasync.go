@@ -3,7 +3,6 @@ package shop
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	_ "embed"
 	"encoding/hex"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 var (
@@ -173,7 +173,7 @@ func (s *Service) findOrder(ctx context.Context, id string) (*stock.Order, error
 	if o, err := s.store.Order(ctx, id); !errors.Is(err, stock.ErrNotFound) {
 		return o, err
 	}
-	return s.store.failedOrder(ctx, id)
+	return s.store.FailedOrder(ctx, id)
 }
 
 // pendingOrder reads the marker of a queued order.
@@ -209,20 +209,19 @@ func (s *Service) pendingOrder(ctx context.Context, id string) (*stock.Order, er
 // the streams are empty, Redis lost the queue (or it had drained, and then
 // no writer holds anything): the item's queue epoch moves on, so a batch
 // some writer read from the lost queue can never be written after this
-// gate was built without it (persistQueued refuses the old epoch). Nothing
+// gate was built without it (PersistQueued refuses the old epoch). Nothing
 // can be queued meanwhile: the enqueue script refuses while the gate is
 // missing. Rebuilders in other processes wait for the row lock, then find
 // the gate installed.
 func (s *Service) rebuildAsync(ctx context.Context, id int64) error {
 	_, err, _ := s.loading.Do("rebuild:"+strconv.FormatInt(id, 10), func() (any, error) {
-		return nil, s.store.withItemLocked(ctx, id, func(tx *sql.Tx, epoch int64) error {
-			return s.rebuildAsyncLocked(ctx, tx, id, epoch)
-		})
+		return nil, s.store.WithItemLocked(ctx, id, s.rebuildAsyncLocked)
 	})
 	return err
 }
 
-func (s *Service) rebuildAsyncLocked(ctx context.Context, tx *sql.Tx, id, epoch int64) error {
+func (s *Service) rebuildAsyncLocked(ctx context.Context, locked *store.LockedItem) error {
+	id := locked.ID
 	if n, err := s.rdb.Exists(ctx, s.keys.meta(id)).Result(); err != nil {
 		return redisError("check gate", err)
 	} else if n == 1 {
@@ -237,26 +236,26 @@ func (s *Service) rebuildAsyncLocked(ctx context.Context, tx *sql.Tx, id, epoch 
 		inFlight = append(inFlight, msgs...)
 	}
 	if len(inFlight) == 0 {
-		epoch++
-		if _, err := tx.ExecContext(ctx, "UPDATE items SET queue_epoch = ? WHERE id = ?", epoch, id); err != nil {
-			return dbError("move queue epoch", err)
+		if err := locked.MoveQueueEpoch(ctx); err != nil {
+			return err
 		}
 	}
-	snap, err := snapshotIn(ctx, tx, id)
+	epoch := locked.QueueEpoch
+	snap, err := locked.Buyers(ctx)
 	if err != nil {
 		return err
 	}
-	buyers := snap.buyers
-	taken := snap.item.Sold
+	buyers := snap.Users
+	taken := snap.Item.Sold
 	for _, m := range inFlight {
 		q, err := parseQueued(id, m)
-		if err != nil || snap.done[q.id] {
+		if err != nil || snap.Done[q.ID] {
 			continue
 		}
-		if _, held := buyers[q.userID]; held {
+		if _, held := buyers[q.UserID]; held {
 			continue // will fail as already_purchased; takes no unit
 		}
-		buyers[q.userID] = q.id
+		buyers[q.UserID] = q.ID
 		taken++
 	}
 	tmp := s.keys.item(id) + ":rebuild:" + randomHex(6)
@@ -287,9 +286,9 @@ func (s *Service) rebuildAsyncLocked(ctx context.Context, tx *sql.Tx, id, epoch 
 	if err := flush(); err != nil {
 		return err
 	}
-	it := snap.item
+	it := snap.Item
 	args := []any{it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt), epoch}
-	for _, oid := range snap.cancelled {
+	for _, oid := range snap.Cancelled {
 		args = append(args, oid)
 	}
 	created, err := installScript.Run(ctx, s.rdb, []string{s.keys.meta(id), s.keys.buyers(id), tmp, s.keys.released(id)}, args...).Int()
@@ -303,102 +302,7 @@ func (s *Service) rebuildAsyncLocked(ctx context.Context, tx *sql.Tx, id, epoch 
 	return nil
 }
 
-// withItemLocked runs fn in a transaction holding the item's row lock
-// (SELECT ... FOR UPDATE; SQLite has one connection, so its transactions
-// are serial anyway), with the item's queue epoch, and commits if fn
-// returns nil.
-func (s *Store) withItemLocked(ctx context.Context, id int64, fn func(tx *sql.Tx, epoch int64) error) (err error) {
-	tx, err := s.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return dbError("begin", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	q := "SELECT queue_epoch FROM items WHERE id = ?"
-	if s.db.Dialector.Name() != "sqlite" {
-		q += " FOR UPDATE"
-	}
-	var epoch int64
-	if err = tx.QueryRowContext(ctx, q, id).Scan(&epoch); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
-		}
-		return dbError("lock item", err)
-	}
-	if err = fn(tx, epoch); err != nil {
-		return err
-	}
-	if err = tx.Commit(); err != nil {
-		return dbError("commit", err)
-	}
-	return nil
-}
-
-// buyersSnapshot is what the database says of an item's gate and buyers,
-// read in one transaction.
-type buyersSnapshot struct {
-	item      *stock.Item
-	buyers    map[string]string // user -> order id, of every order row (a cancelled order still counts as the user's one)
-	done      map[string]bool   // order ids written or recorded as failed
-	live      int64             // order rows not cancelled
-	failed    int64             // orders recorded as failed
-	cancelled []string          // ids of cancelled orders: their units are back (released)
-}
-
-func (s *Store) buyersSnapshot(ctx context.Context, id int64) (buyersSnapshot, error) {
-	tx, err := s.sql.BeginTx(ctx, nil)
-	if err != nil {
-		return buyersSnapshot{}, dbError("begin", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	return snapshotIn(ctx, tx, id)
-}
-
-func snapshotIn(ctx context.Context, tx *sql.Tx, id int64) (snap buyersSnapshot, err error) {
-	it := &stock.Item{ID: id}
-	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, starts_at, ends_at FROM items WHERE id = ?", id).
-		Scan(&it.Stock, &it.Sold, &it.Strategy, &it.StartsAt, &it.EndsAt)
-	if err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return snap, fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
-		}
-		return snap, dbError("read item", err)
-	}
-	snap = buyersSnapshot{item: it, buyers: map[string]string{}, done: map[string]bool{}}
-	rows, err := tx.QueryContext(ctx, "SELECT id, user_id, status, 0 FROM orders WHERE item_id = ? UNION ALL SELECT id, user_id, '', 1 FROM order_failures WHERE item_id = ?", id, id)
-	if err != nil {
-		return snap, dbError("read buyers", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var oid, user, status string
-		var failed bool
-		if err := rows.Scan(&oid, &user, &status, &failed); err != nil {
-			return snap, dbError("read buyers", err)
-		}
-		snap.done[oid] = true
-		switch {
-		case failed:
-			snap.failed++
-		default:
-			snap.buyers[user] = oid
-			if status == stock.StatusCancelled {
-				snap.cancelled = append(snap.cancelled, oid)
-			} else {
-				snap.live++
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return snap, dbError("read buyers", err)
-	}
-	return snap, nil
-}
-
-// stock.AsyncStats reads the queue of a lua-async item.
+// AsyncStats reads the queue of a lua-async item.
 func (s *Service) AsyncStats(ctx context.Context, id int64) (stock.AsyncStats, error) {
 	var st stock.AsyncStats
 	stream := s.keys.stream(id)
@@ -431,7 +335,7 @@ func (s *Service) AsyncStats(ctx context.Context, id int64) (stock.AsyncStats, e
 // yet written, and the age of the oldest.
 func (s *Service) Backlog(ctx context.Context) (stock.AsyncStats, error) {
 	var total stock.AsyncStats
-	ids, err := s.store.asyncItems(ctx)
+	ids, err := s.store.ItemsSoldBy(ctx, stock.StrategyLuaAsync)
 	if err != nil {
 		return total, err
 	}

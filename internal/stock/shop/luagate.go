@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 var (
@@ -39,7 +40,7 @@ var (
 // written to the database, whose conditional UPDATE has the last word. A
 // reservation whose write fails is handed back.
 type LuaGate struct {
-	store  *Store
+	store  *store.Store
 	writer *orderWriter // group commit: concurrent orders share a transaction
 	rdb    redis.UniversalClient
 	keys   keyspace
@@ -69,8 +70,8 @@ type LuaGate struct {
 
 var _ Strategy = (*LuaGate)(nil)
 
-func newLuaGate(store *Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
-	return &LuaGate{store: store, writer: newOrderWriter(store, nil), rdb: rdb, keys: keys, log: log,
+func newLuaGate(st *store.Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
+	return &LuaGate{store: st, writer: newOrderWriter(st, nil), rdb: rdb, keys: keys, log: log,
 		orphanAfter: orphanWindow(defaultRequestTimeout), closing: make(chan struct{})}
 }
 
@@ -109,7 +110,7 @@ func (g *LuaGate) Buy(ctx context.Context, it *stock.Item, req stock.OrderReques
 	switch {
 	case err == nil:
 		return o, nil
-	case errors.Is(err, errMaybeCommitted):
+	case errors.Is(err, store.ErrMaybeCommitted):
 		g.resolve(it.ID, req.UserID, orderID)
 	case errors.Is(err, stock.ErrSoldOut):
 		g.handBack(ctx, it.ID, req.UserID, orderID, stockSeen)
@@ -171,7 +172,7 @@ func (g *LuaGate) reserve(ctx context.Context, it *stock.Item, userID, orderID s
 // cancelled order's unit is counted back exactly once: by the snapshot or
 // by its release, never both.
 func (g *LuaGate) seed(ctx context.Context, id int64) error {
-	it, cancelled, err := g.store.gateSnapshot(ctx, id)
+	it, cancelled, err := g.store.GateSnapshot(ctx, id)
 	if err != nil {
 		return err
 	}

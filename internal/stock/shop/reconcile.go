@@ -4,7 +4,6 @@ import (
 	_ "embed"
 
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 var (
@@ -118,7 +118,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	}
 	r := &stock.Reconciliation{ItemID: id, Strategy: it.Strategy}
 	if it.Strategy == stock.StrategyLock {
-		snap, err := s.store.buyersSnapshot(ctx, id)
+		snap, err := s.store.BuyersSnapshot(ctx, id)
 		if err != nil {
 			return nil, plan, err
 		}
@@ -141,13 +141,13 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, plan, redisError("read gate", err)
 	}
-	snap, err := s.store.buyersSnapshot(ctx, id)
+	snap, err := s.store.BuyersSnapshot(ctx, id)
 	if err != nil {
 		return nil, plan, err
 	}
 	fillDB(r, snap)
 	checkDB(r)
-	plan.released = snap.cancelled
+	plan.released = snap.Cancelled
 
 	m := meta.Val()
 	r.GatePresent = len(m) > 0
@@ -164,8 +164,8 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 
 	// What the buyers hash should hold: every order's user, plus the
 	// orders in flight.
-	want := make(map[string]string, len(snap.buyers))
-	for u, o := range snap.buyers {
+	want := make(map[string]string, len(snap.Users))
+	for u, o := range snap.Users {
 		want[u] = o
 	}
 	inFlight := int64(0)
@@ -173,18 +173,18 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	case stock.StrategyLuaAsync:
 		for _, msg := range append(queued.Val(), dead.Val()...) {
 			q, err := parseQueued(id, msg)
-			if err != nil || snap.done[q.id] {
+			if err != nil || snap.Done[q.ID] {
 				continue
 			}
-			if _, held := want[q.userID]; held {
+			if _, held := want[q.UserID]; held {
 				continue // will fail as already_purchased: takes no unit
 			}
-			want[q.userID] = q.id
+			want[q.UserID] = q.ID
 			inFlight++
 		}
 	case stock.StrategyLua:
 		for u, o := range buyers.Val() {
-			if snap.done[o] || snap.buyers[u] != "" {
+			if snap.Done[o] || snap.Users[u] != "" {
 				continue
 			}
 			if reservationAge(o) >= s.gate.orphanAfter {
@@ -235,8 +235,8 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	return r, plan, nil
 }
 
-func fillDB(r *stock.Reconciliation, snap buyersSnapshot) {
-	r.Stock, r.Sold, r.Orders, r.FailedOrders = snap.item.Stock, snap.item.Sold, snap.live, snap.failed
+func fillDB(r *stock.Reconciliation, snap store.Buyers) {
+	r.Stock, r.Sold, r.Orders, r.FailedOrders = snap.Item.Stock, snap.Item.Sold, snap.Live, snap.Failed
 }
 
 // checkDB reports a database that disagrees with itself.
@@ -251,10 +251,10 @@ func checkDB(r *stock.Reconciliation) {
 // snapshot's: a stock change writes the gate under that lock too (see
 // SetStock), so a repair never puts back a stock changed meanwhile.
 func (s *Service) applyRepair(ctx context.Context, r *stock.Reconciliation, plan repairPlan) (repaired bool, err error) {
-	err = s.store.withItemLocked(ctx, r.ItemID, func(tx *sql.Tx, _ int64) error {
-		var units int64
-		if err := tx.QueryRowContext(ctx, "SELECT stock FROM items WHERE id = ?", r.ItemID).Scan(&units); err != nil {
-			return dbError("read stock", err)
+	err = s.store.WithItemLocked(ctx, r.ItemID, func(ctx context.Context, locked *store.LockedItem) error {
+		units, err := locked.Stock(ctx)
+		if err != nil {
+			return err
 		}
 		repaired, err = s.runRepair(ctx, r, plan, units)
 		return err
@@ -323,10 +323,4 @@ func example(m map[string]string) string {
 }
 
 // ItemIDs lists every item, for reconciling them all.
-func (s *Service) ItemIDs(ctx context.Context) ([]int64, error) {
-	var ids []int64
-	if err := s.store.db.WithContext(ctx).Model(&itemRow{}).Order("id").Pluck("id", &ids).Error; err != nil {
-		return nil, dbError("list items", err)
-	}
-	return ids, nil
-}
+func (s *Service) ItemIDs(ctx context.Context) ([]int64, error) { return s.store.ItemIDs(ctx) }

@@ -52,8 +52,8 @@ func reconcileOK(t *testing.T, s *Service, id int64) *stock.Reconciliation {
 func TestReconcileReportsAndRepairs(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		s := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		s := asyncService(t, b, st, 0, 0, 0)
 		rdb := b.Redis(t)
 
 		t.Run("lua-async", func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestReconcileReportsAndRepairs(t *testing.T) {
 				t.Errorf("b after the repair: got %v, want already purchased", err)
 			}
 			// Written by writers, the state still agrees.
-			asyncService(t, b, store, 1, time.Second, 0)
+			asyncService(t, b, st, 1, time.Second, 0)
 			awaitWritten(t, s, ids, 10*time.Second)
 			deadline := time.Now().Add(5 * time.Second)
 			for {
@@ -178,8 +178,8 @@ func TestReconcileReportsAndRepairs(t *testing.T) {
 func TestReconcileDuringLoad(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		s := asyncService(t, b, store, 2, time.Second, 0)
+		st := newTestStore(t, b, nil)
+		s := asyncService(t, b, st, 2, time.Second, 0)
 		it := createAsyncItem(t, s, 100)
 		rdb := b.Redis(t)
 		// Damage: the gate thinks 30 units are gone.
@@ -258,7 +258,7 @@ func TestReconcileDuringLoad(t *testing.T) {
 		if _, err := s.Reconcile(ctx, it.ID, true); err != nil {
 			t.Fatal(err)
 		}
-		got, err := store.Item(ctx, it.ID)
+		got, err := st.Item(ctx, it.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +285,7 @@ func TestReconcileDuringLoad(t *testing.T) {
 			t.Errorf("after the repair: %d more admitted, want the %d units left", more, 100-got.Sold)
 		}
 		awaitWritten(t, s, admitted, 20*time.Second)
-		if got, err := store.Item(ctx, it.ID); err != nil || got.Sold != 100 {
+		if got, err := st.Item(ctx, it.ID); err != nil || got.Sold != 100 {
 			t.Errorf("sold at the end: got %+v %v, want 100", got, err)
 		}
 	})
@@ -297,8 +297,8 @@ func TestReconcileDuringLoad(t *testing.T) {
 func TestRepairRefusedWhenOrdersMoveTheGate(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		s := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		s := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, s, 10)
 		rdb := b.Redis(t)
 		rdb.HIncrBy(ctx, s.keys.meta(it.ID), "taken", 5) // damage: 5 units hidden
@@ -324,7 +324,7 @@ func TestRepairRefusedWhenOrdersMoveTheGate(t *testing.T) {
 		if err != nil || taken != 3 {
 			t.Errorf("gate taken after the repair: got %d %v, want 3 (the queued orders)", taken, err)
 		}
-		asyncService(t, b, store, 1, time.Second, 0)
+		asyncService(t, b, st, 1, time.Second, 0)
 		awaitWritten(t, s, ids, 15*time.Second)
 		reconcileOK(t, s, it.ID)
 	})

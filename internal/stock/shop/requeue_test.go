@@ -18,8 +18,8 @@ import (
 func TestRequeueSkipsEntriesMissingTheirFields(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		api := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
 		rdb := b.Redis(t)
 		dead := api.keys.dead(it.ID)
@@ -62,7 +62,7 @@ func TestRequeueSkipsEntriesMissingTheirFields(t *testing.T) {
 				t.Errorf("dead letters after requeue %d: got %d %v, want the broken one only", round, got, err)
 			}
 		}
-		asyncService(t, b, store, 1, time.Second, 0)
+		asyncService(t, b, st, 1, time.Second, 0)
 		awaitWritten(t, api, []string{o.ID}, 15*time.Second)
 	})
 }

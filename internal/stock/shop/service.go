@@ -2,7 +2,6 @@ package shop
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 // Strategy sells one unit of an item to one user. Each strategy must be
@@ -60,10 +60,6 @@ type Config struct {
 	Orders OrderObserver
 	// Async tunes the lua-async queue and its writers.
 	Async AsyncConfig
-	// PaymentTimeout is how long after its sale an order may be paid; an
-	// order unpaid by then is cancelled and its unit returned. Zero: orders
-	// never expire.
-	PaymentTimeout time.Duration
 	// SweepInterval is how often the sweeper expires orders past their
 	// deadline and finishes stock returns that failed. Default 1s; negative:
 	// no sweeper (tests call ExpireDue and ReturnStock themselves).
@@ -114,7 +110,7 @@ func (c *Config) withDefaults() {
 // Service is the domain API the HTTP layer uses.
 type Service struct {
 	cfg        Config
-	store      *Store
+	store      *store.Store
 	rdb        redis.UniversalClient
 	keys       keyspace
 	gate       *LuaGate
@@ -138,21 +134,17 @@ type Service struct {
 }
 
 // NewService wires the strategies over one store and one Redis.
-func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, error) {
+func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	cfg.withDefaults()
 	if !cfg.DefaultStrategy.Valid() {
 		return nil, fmt.Errorf("unknown default strategy %q (want lua, lock or lua-async): %w", cfg.DefaultStrategy, stock.ErrInvalid)
-	}
-	if cfg.PaymentTimeout < 0 {
-		return nil, fmt.Errorf("payment timeout %s is negative: %w", cfg.PaymentTimeout, stock.ErrInvalid)
 	}
 	keys, err := newKeyspace(cfg.KeyPrefix)
 	if err != nil {
 		return nil, err
 	}
-	store.paymentTimeout = cfg.PaymentTimeout
-	s := &Service{cfg: cfg, store: store, rdb: rdb, keys: keys, batch: newBatcher(rdb, batchLoops, batchMax)}
-	s.gate = newLuaGate(store, rdb, keys, cfg.Logger)
+	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, batch: newBatcher(rdb, batchLoops, batchMax)}
+	s.gate = newLuaGate(st, rdb, keys, cfg.Logger)
 	s.gate.returned = s.restocked
 	s.gate.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
 	s.gate.orphanAfter = orphanWindow(cfg.RequestTimeout)
@@ -164,7 +156,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 		}
 		return s.rebuildGate(ctx, id, it.Strategy)
 	}
-	s.locked = newLockStrategy(store, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
+	s.locked = newLockStrategy(st, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.locked.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
 	s.strategies = map[stock.StrategyName]Strategy{stock.StrategyLua: s.gate, stock.StrategyLock: s.locked}
 	switch cfg.Async.Durability {
@@ -182,7 +174,7 @@ func NewService(store *Store, rdb redis.UniversalClient, cfg Config) (*Service, 
 		s.batch.close()
 		return nil, fmt.Errorf("unknown lua-async durability %q (want memory or fsync): %w", cfg.Async.Durability, stock.ErrInvalid)
 	}
-	s.writers = newAsyncWriters(cfg.Async, store, rdb, keys, cfg.Logger)
+	s.writers = newAsyncWriters(cfg.Async, st, rdb, keys, cfg.Logger)
 	s.writers.start()
 	s.events = startEvents(rdb, keys, &s.soldOut, cfg.Logger)
 	s.startSweeper()
@@ -346,12 +338,12 @@ func (s *Service) setGateStock(ctx context.Context, id, units int64, strict bool
 // syncGateStock writes the database's stock to the item's gate, holding
 // the item's row lock so no stock change runs in between.
 func (s *Service) syncGateStock(ctx context.Context, id int64) error {
-	return s.store.withItemLocked(ctx, id, func(tx *sql.Tx, _ int64) error {
-		var units int64
-		if err := tx.QueryRowContext(ctx, "SELECT stock FROM items WHERE id = ?", id).Scan(&units); err != nil {
-			return dbError("read stock", err)
+	return s.store.WithItemLocked(ctx, id, func(ctx context.Context, locked *store.LockedItem) error {
+		units, err := locked.Stock(ctx)
+		if err != nil {
+			return err
 		}
-		_, err := s.setGateStock(ctx, id, units, false)
+		_, err = s.setGateStock(ctx, id, units, false)
 		return err
 	})
 }

@@ -94,8 +94,8 @@ func TestConcurrentStockChangesKeepTheGateEqualToTheDatabase(t *testing.T) {
 func TestLoweringStockCountsTheQueueWhenTheGateIsMissing(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
-		api := asyncService(t, b, store, 0, 0, 0)
+		st := newTestStore(t, b, nil)
+		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
 		ids := queueOrders(t, api, it.ID, 6, "Queued")
 		rdb := b.Redis(t)
@@ -110,13 +110,13 @@ func TestLoweringStockCountsTheQueueWhenTheGateIsMissing(t *testing.T) {
 		if !errors.Is(err, stock.ErrStockBelowSold) {
 			t.Errorf("stock 3 below 6 queued orders with the gate missing: got %v, want ErrStockBelowSold", err)
 		}
-		if got, err := store.Item(ctx, it.ID); err != nil || got.Stock != 10 {
+		if got, err := st.Item(ctx, it.ID); err != nil || got.Stock != 10 {
 			t.Errorf("database after the refused change: got %+v %v, want stock 10", got, err)
 		}
 
-		asyncService(t, b, store, 1, time.Second, 0)
+		asyncService(t, b, st, 1, time.Second, 0)
 		awaitWritten(t, api, ids, 15*time.Second)
-		got, err := store.Item(ctx, it.ID)
+		got, err := st.Item(ctx, it.ID)
 		if err != nil || got.Sold != 6 {
 			t.Errorf("sold: got %+v %v, want 6", got, err)
 		}
@@ -197,7 +197,7 @@ func TestFailedStockChangeSetsTheGateBack(t *testing.T) {
 		if b.MySQLDSN != "" {
 			trigger = "CREATE TRIGGER refuse_999 BEFORE UPDATE ON items FOR EACH ROW BEGIN IF NEW.stock = 999 THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'stock 999 refused'; END IF; END"
 		}
-		if _, err := s.store.sql.ExecContext(ctx, trigger); err != nil {
+		if _, err := rawSQL(t, s.store).ExecContext(ctx, trigger); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := s.SetStock(ctx, it.ID, 999); err == nil {

@@ -1,4 +1,4 @@
-package shop
+package store
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-func newQueued(itemID int64, user, key string) *queued {
-	return &queued{entry: fmt.Sprintf("%d-0", time.Now().UnixNano()), id: uuid.Must(uuid.NewV7()).String(),
-		itemID: itemID, userID: user, key: key, created: dbNow()}
+func newQueued(itemID int64, user, key string) *Queued {
+	return &Queued{Entry: fmt.Sprintf("%d-0", time.Now().UnixNano()), ID: uuid.Must(uuid.NewV7()).String(),
+		ItemID: itemID, UserID: user, Key: key, Created: Now()}
 }
 
 // persistQueued settles every order of a batch exactly: written, already
@@ -23,23 +23,23 @@ func newQueued(itemID int64, user, key string) *queued {
 func TestPersistQueuedSettlesEveryOrder(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
-		store := NewStore(b.DB(t))
+		st := newTestStore(t, b, nil)
 		it := &stock.Item{Name: "queued", Stock: 4, Strategy: stock.StrategyLuaAsync}
-		if err := store.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it); err != nil {
 			t.Fatal(err)
 		}
 		// An earlier order holds user "early" and key "shared".
-		if err := store.InsertOrder(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "early"}, "shared", 0); err != nil {
+		if err := st.InsertOrder(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "early"}, "shared", 0); err != nil {
 			t.Fatal(err)
 		}
 
-		first := []*queued{newQueued(it.ID, "a", "ka"), newQueued(it.ID, "b", "")}
-		res, err := store.persistQueued(ctx, it.ID, first, dbNow())
+		first := []*Queued{newQueued(it.ID, "a", "ka"), newQueued(it.ID, "b", "")}
+		res, err := st.PersistQueued(ctx, it.ID, first, Now())
 		if err != nil {
 			t.Fatalf("first batch: %v", err)
 		}
-		if len(res.written) != 2 || len(res.already) != 0 || len(res.failed) != 0 {
-			t.Fatalf("first batch: got written %d already %d failed %v, want 2 0 none", len(res.written), len(res.already), res.failed)
+		if len(res.Written) != 2 || len(res.Already) != 0 || len(res.Failed) != 0 {
+			t.Fatalf("first batch: got written %d already %d failed %v, want 2 0 none", len(res.Written), len(res.Already), res.Failed)
 		}
 
 		// A redelivery of the first batch plus new orders: one by a user
@@ -49,23 +49,23 @@ func TestPersistQueuedSettlesEveryOrder(t *testing.T) {
 		keyClash := newQueued(it.ID, "c", "shared")
 		d := newQueued(it.ID, "d", "")
 		e := newQueued(it.ID, "e", "")
-		batch := append(append([]*queued{}, first...), dupUser, keyClash, keyClash, d, e)
-		res, err = store.persistQueued(ctx, it.ID, batch, dbNow())
+		batch := append(append([]*Queued{}, first...), dupUser, keyClash, keyClash, d, e)
+		res, err = st.PersistQueued(ctx, it.ID, batch, Now())
 		if err != nil {
 			t.Fatalf("second batch: %v", err)
 		}
-		if got := ids(res.already); !sameSet(got, []string{first[0].id, first[1].id}) {
+		if got := ids(res.Already); !sameSet(got, []string{first[0].ID, first[1].ID}) {
 			t.Errorf("already done: got %v, want the first batch", got)
 		}
-		if got := ids(res.written); !sameSet(got, []string{keyClash.id}) {
-			t.Errorf("written: got %v, want only %s (the one unit left, first in stream order)", got, keyClash.id)
+		if got := ids(res.Written); !sameSet(got, []string{keyClash.ID}) {
+			t.Errorf("written: got %v, want only %s (the one unit left, first in stream order)", got, keyClash.ID)
 		}
-		wantFailed := map[string]string{dupUser.id: "already_purchased", d.id: "sold_out", e.id: "sold_out"}
-		if fmt.Sprint(res.failed) != fmt.Sprint(wantFailed) {
-			t.Errorf("failed: got %v, want %v", res.failed, wantFailed)
+		wantFailed := map[string]string{dupUser.ID: "already_purchased", d.ID: "sold_out", e.ID: "sold_out"}
+		if fmt.Sprint(res.Failed) != fmt.Sprint(wantFailed) {
+			t.Errorf("failed: got %v, want %v", res.Failed, wantFailed)
 		}
 
-		got, err := store.Item(ctx, it.ID)
+		got, err := st.Item(ctx, it.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,15 +76,15 @@ func TestPersistQueuedSettlesEveryOrder(t *testing.T) {
 		var nullKey int64
 		db := b.DB(t)
 		db.Raw("SELECT COUNT(*) FROM orders WHERE item_id = ?", it.ID).Scan(&rows)
-		db.Raw("SELECT COUNT(*) FROM orders WHERE id = ? AND idempotency_key IS NULL", keyClash.id).Scan(&nullKey)
+		db.Raw("SELECT COUNT(*) FROM orders WHERE id = ? AND idempotency_key IS NULL", keyClash.ID).Scan(&nullKey)
 		if rows != 4 {
 			t.Errorf("order rows: got %d, want 4", rows)
 		}
 		if nullKey != 1 {
-			t.Errorf("order %s written with the key another user holds; want it written without a key", keyClash.id)
+			t.Errorf("order %s written with the key another user holds; want it written without a key", keyClash.ID)
 		}
 		for id, reason := range wantFailed {
-			o, err := store.failedOrder(ctx, id)
+			o, err := st.FailedOrder(ctx, id)
 			if err != nil {
 				t.Errorf("failed order %s: %v", id, err)
 				continue
@@ -95,24 +95,24 @@ func TestPersistQueuedSettlesEveryOrder(t *testing.T) {
 		}
 
 		// Everything again: all of it is done now, nothing changes.
-		res, err = store.persistQueued(ctx, it.ID, batch, dbNow())
+		res, err = st.PersistQueued(ctx, it.ID, batch, Now())
 		if err != nil {
 			t.Fatalf("third batch: %v", err)
 		}
 		// Six distinct orders (keyClash is in the batch twice).
-		if len(res.written) != 0 || len(res.failed) != 0 || len(res.already) != 6 {
-			t.Errorf("third batch: got written %d failed %d already %d, want 0 0 6", len(res.written), len(res.failed), len(res.already))
+		if len(res.Written) != 0 || len(res.Failed) != 0 || len(res.Already) != 6 {
+			t.Errorf("third batch: got written %d failed %d already %d, want 0 0 6", len(res.Written), len(res.Failed), len(res.Already))
 		}
-		if got, _ := store.Item(ctx, it.ID); got.Sold != 4 {
+		if got, _ := st.Item(ctx, it.ID); got.Sold != 4 {
 			t.Errorf("sold after a full redelivery: got %d, want 4", got.Sold)
 		}
 	})
 }
 
-func ids(qs []*queued) []string {
+func ids(qs []*Queued) []string {
 	out := make([]string, len(qs))
 	for i, q := range qs {
-		out[i] = q.id
+		out[i] = q.ID
 	}
 	return out
 }
