@@ -32,11 +32,6 @@ var (
 // defaultLease is how long a consumer's lease lives without a heartbeat.
 const defaultLease = time.Second
 
-// writerLease names a consumer's liveness key. Consumers read every item's
-// stream, so the key belongs to no item's slot: it is used only in plain
-// commands, never in a script with a stream.
-func (k keyspace) writerLease(consumer string) string { return k.prefix + ":writer:" + consumer }
-
 // consumers are the names this process reads the streams with.
 func (w *asyncWriters) consumers() []string {
 	if w.cfg.Writers <= 0 {
@@ -64,7 +59,7 @@ func (w *asyncWriters) beat() error {
 	defer cancel()
 	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range w.consumers() {
-			p.Set(ctx, w.keys.writerLease(c), w.name, w.cfg.Lease)
+			p.Set(ctx, w.keys.WriterLease(c), w.name, w.cfg.Lease)
 		}
 		return nil
 	})
@@ -105,7 +100,7 @@ func (w *asyncWriters) dropLeases() {
 	}
 	keys := make([]string, len(names))
 	for i, c := range names {
-		keys[i] = w.keys.writerLease(c)
+		keys[i] = w.keys.WriterLease(c)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -146,7 +141,7 @@ func (w *asyncWriters) renewing(consumer string, itemID int64) (stop func()) {
 func (w *asyncWriters) renew(consumer string, itemID int64, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := renewScript.Run(ctx, w.rdb, []string{w.keys.stream(itemID)}, asyncGroup, consumer, w.cfg.Batch).Err()
+	err := renewScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)}, asyncGroup, consumer, w.cfg.Batch).Err()
 	if err != nil && !errors.Is(err, redis.Nil) && !isNoGroup(err) {
 		w.log.Warn("lua-async writers: cannot renew claim", "item", itemID, "err", err)
 	}
@@ -183,7 +178,7 @@ func (w *asyncWriters) deadConsumers(items []int64) ([]heldBy, error) {
 	cmds := make([]*redis.XPendingCmd, len(items))
 	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range items {
-			cmds[i] = p.XPending(ctx, w.keys.stream(id), asyncGroup)
+			cmds[i] = p.XPending(ctx, w.keys.Stream(id), asyncGroup)
 		}
 		return nil
 	})
@@ -211,7 +206,7 @@ func (w *asyncWriters) deadConsumers(items []int64) ([]heldBy, error) {
 	exists := make([]*redis.IntCmd, len(held))
 	if _, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, h := range held {
-			exists[i] = p.Exists(ctx, w.keys.writerLease(h.consumer))
+			exists[i] = p.Exists(ctx, w.keys.WriterLease(h.consumer))
 		}
 		return nil
 	}); err != nil {
@@ -235,7 +230,7 @@ func (w *asyncWriters) takeOver(taker string, itemID int64, dead string) {
 	// older than that by the time its lease is gone, and an entry a
 	// consumer just read is never taken from under it.
 	minIdle := (w.cfg.Lease / 2).Milliseconds()
-	res, err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.stream(itemID)},
+	res, err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)},
 		asyncGroup, dead, taker, minIdle, w.cfg.Batch).Slice()
 	cancel()
 	if err != nil {
@@ -317,7 +312,7 @@ func parseTakeover(res []any) (map[string]int64, []redis.XMessage, error) {
 func (w *asyncWriters) forgetIdleConsumers(taker string, itemID int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	infos, err := w.rdb.XInfoConsumers(ctx, w.keys.stream(itemID), asyncGroup).Result()
+	infos, err := w.rdb.XInfoConsumers(ctx, w.keys.Stream(itemID), asyncGroup).Result()
 	if err != nil {
 		return // no stream or group yet, or Redis out: the next round tries again
 	}
@@ -327,10 +322,10 @@ func (w *asyncWriters) forgetIdleConsumers(taker string, itemID int64) {
 		if c.Pending > 0 || (c.Idle >= 0 && c.Idle < w.cfg.Lease) || w.isMine(c.Name) {
 			continue
 		}
-		if n, err := w.rdb.Exists(ctx, w.keys.writerLease(c.Name)).Result(); err != nil || n > 0 {
+		if n, err := w.rdb.Exists(ctx, w.keys.WriterLease(c.Name)).Result(); err != nil || n > 0 {
 			continue
 		}
-		if err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.stream(itemID)}, asyncGroup, c.Name, taker,
+		if err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)}, asyncGroup, c.Name, taker,
 			w.cfg.Lease.Milliseconds(), w.cfg.Batch).Err(); err != nil {
 			return
 		}

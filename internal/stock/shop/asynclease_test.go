@@ -56,7 +56,7 @@ func TestDeadWriterTakenOverWithinALease(t *testing.T) {
 		it := createAsyncItem(t, api, 100)
 		ids := placeAsync(t, api, it.ID, "u", 50)
 		rdb := b.Redis(t)
-		readAsDeadWriter(t, rdb, api.keys.stream(it.ID), "killed-host-1-abc-w0", 50)
+		readAsDeadWriter(t, rdb, api.keys.Stream(it.ID), "killed-host-1-abc-w0", 50)
 
 		start := time.Now()
 		asyncService(t, b, st, 1, 30*time.Second, 0)
@@ -67,7 +67,7 @@ func TestDeadWriterTakenOverWithinALease(t *testing.T) {
 		// Each entry was delivered twice (the dead writer, the survivor),
 		// and the dead writer is gone from the group.
 		ctx := context.Background()
-		infos, err := rdb.XInfoConsumers(ctx, api.keys.stream(it.ID), asyncGroup).Result()
+		infos, err := rdb.XInfoConsumers(ctx, api.keys.Stream(it.ID), asyncGroup).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestConcurrentTakeoversClaimEachEntryOnce(t *testing.T) {
 		it := createAsyncItem(t, api, 100)
 		placeAsync(t, api, it.ID, "u", 60)
 		rdb := b.Redis(t)
-		stream := api.keys.stream(it.ID)
+		stream := api.keys.Stream(it.ID)
 		readAsDeadWriter(t, rdb, stream, "dead", 60)
 
 		const takers = 8
@@ -160,7 +160,7 @@ func TestRenewKeepsCountAndOwnership(t *testing.T) {
 		it := createAsyncItem(t, api, 10)
 		placeAsync(t, api, it.ID, "u", 2)
 		rdb := b.Redis(t)
-		stream := api.keys.stream(it.ID)
+		stream := api.keys.Stream(it.ID)
 		readAsDeadWriter(t, rdb, stream, "a", 2)
 		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: asyncGroup, Start: "-", End: "+", Count: 10}).Result()
 		if err != nil || len(pend) != 2 {
@@ -235,7 +235,7 @@ func TestDatabaseStallStealsNothing(t *testing.T) {
 	ids := placeAsync(t, api, it.ID, "during", 40)
 
 	rdb := b.Redis(t)
-	stream := api.keys.stream(it.ID)
+	stream := api.keys.Stream(it.ID)
 	const stall = 12 * time.Second
 	maxCount, owners := watchPendingDuring(t, rdb, stream, stall)
 	release()
@@ -284,7 +284,7 @@ func TestIdleConsumersOfGoneProcessesForgotten(t *testing.T) {
 		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
 		rdb := b.Redis(t)
-		stream := api.keys.stream(it.ID)
+		stream := api.keys.Stream(it.ID)
 		if err := rdb.XGroupCreateMkStream(ctx, stream, asyncGroup, "0").Err(); err != nil {
 			t.Fatal(err)
 		}

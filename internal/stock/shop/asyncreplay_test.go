@@ -29,7 +29,7 @@ func TestAsyncReplayAfterClaimLost(t *testing.T) {
 		if err != nil || replayed {
 			t.Fatalf("first order: got %v, replayed=%v", err, replayed)
 		}
-		if n, err := rdb.Del(ctx, s.keys.idem(it.ID, req.IdempotencyKey)).Result(); err != nil || n != 1 {
+		if n, err := rdb.Del(ctx, s.keys.Idem(it.ID, req.IdempotencyKey)).Result(); err != nil || n != 1 {
 			t.Fatalf("delete the key's claim: deleted %d, err %v", n, err)
 		}
 		again, replayed, err := s.PlaceOrder(ctx, req)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
@@ -113,7 +114,7 @@ type asyncWriters struct {
 	cfg   AsyncConfig
 	store *store.Store
 	rdb   redis.UniversalClient
-	keys  keyspace
+	keys  gate.Keys
 	log   *slog.Logger
 	name  string // consumer name base: host, pid and a random part
 
@@ -132,7 +133,7 @@ type asyncWriters struct {
 	hbWG   sync.WaitGroup
 }
 
-func newAsyncWriters(cfg AsyncConfig, st *store.Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *asyncWriters {
+func newAsyncWriters(cfg AsyncConfig, st *store.Store, rdb redis.UniversalClient, keys gate.Keys, log *slog.Logger) *asyncWriters {
 	host, _ := os.Hostname()
 	return &asyncWriters{cfg: cfg, store: st, rdb: rdb, keys: keys, log: log,
 		name:    fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3)),
@@ -256,9 +257,9 @@ func (w *asyncWriters) regroup() {
 // ensureGroup creates the item's consumer group at the start of the stream
 // (creating the stream if needed), so entries added before are delivered.
 func (w *asyncWriters) ensureGroup(ctx context.Context, id int64) error {
-	err := w.rdb.XGroupCreateMkStream(ctx, w.keys.stream(id), asyncGroup, "0").Err()
+	err := w.rdb.XGroupCreateMkStream(ctx, w.keys.Stream(id), asyncGroup, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return redisError("create consumer group", err)
+		return gate.Error("create consumer group", err)
 	}
 	return nil
 }
@@ -279,7 +280,7 @@ func (w *asyncWriters) writer(consumer string) {
 		streams := make([]string, 0, 2*len(items))
 		byStream := make(map[string]int64, len(items))
 		for _, id := range items {
-			s := w.keys.stream(id)
+			s := w.keys.Stream(id)
 			streams = append(streams, s)
 			byStream[s] = id
 		}
@@ -420,9 +421,9 @@ func (w *asyncWriters) ack(itemID int64, batch []*store.Queued) {
 	markers := make([]string, len(batch))
 	for i, q := range batch {
 		ids[i] = q.Entry
-		markers[i] = w.keys.pending(q.ID)
+		markers[i] = w.keys.QueuedOrder(q.ID)
 	}
-	stream := w.keys.stream(itemID)
+	stream := w.keys.Stream(itemID)
 	wait := newBackoff()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -450,7 +451,7 @@ func (w *asyncWriters) ack(itemID int64, batch []*store.Queued) {
 // orders were admitted and are not written; an admin requeues them once
 // the cause is fixed.
 func (w *asyncWriters) deadLetter(itemID int64, msgs []redis.XMessage, reason string) {
-	stream, dead := w.keys.stream(itemID), w.keys.dead(itemID)
+	stream, dead := w.keys.Stream(itemID), w.keys.Dead(itemID)
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.ID
@@ -515,7 +516,7 @@ func (w *asyncWriters) claimer(consumer string) {
 }
 
 func (w *asyncWriters) claimStream(consumer string, itemID int64) {
-	stream := w.keys.stream(itemID)
+	stream := w.keys.Stream(itemID)
 	start := "0-0"
 	for !w.stopped() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -88,7 +88,7 @@ func TestWritersClaimTheEntriesOfADeadWriter(t *testing.T) {
 		}
 		// The dead writer: reads everything, acknowledges nothing.
 		rdb := b.Redis(t)
-		stream := api.keys.stream(it.ID)
+		stream := api.keys.Stream(it.ID)
 		if err := rdb.XGroupCreateMkStream(ctx, stream, asyncGroup, "0").Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestDeadLettersAndRequeue(t *testing.T) {
 			t.Fatal(err)
 		}
 		rdb := b.Redis(t)
-		stream := api.keys.stream(it.ID)
+		stream := api.keys.Stream(it.ID)
 		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{"o": "not-an-id", "u": "x", "t": "1"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func TestRebuildCountsQueuedOrders(t *testing.T) {
 		it := createAsyncItem(t, api, 10)
 		ids := queueOrders(t, api, it.ID, 6, "early")
 		rdb := b.Redis(t)
-		if err := rdb.Del(ctx, api.keys.meta(it.ID), api.keys.buyers(it.ID)).Err(); err != nil {
+		if err := rdb.Del(ctx, api.keys.Meta(it.ID), api.keys.Buyers(it.ID)).Err(); err != nil {
 			t.Fatal(err)
 		}
 

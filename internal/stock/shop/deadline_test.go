@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -111,7 +112,7 @@ func TestReserveInFlightWhenContextEnds(t *testing.T) {
 
 		// Loaded, so the trapped EVALSHA is the one that runs (not a
 		// NOSCRIPT answered before the fallback).
-		if err := reserveScript.Load(bg, rdb).Err(); err != nil {
+		if err := gate.ReserveScript().Load(bg, rdb).Err(); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(bg)
@@ -119,7 +120,7 @@ func TestReserveInFlightWhenContextEnds(t *testing.T) {
 		returned := make(chan struct{})
 		// The client gives up once the reserve script is on its way, and
 		// Redis runs it only after the request has returned.
-		sent := trap.arm(isScript(reserveScript), func() {
+		sent := trap.arm(isScript(gate.ReserveScript()), func() {
 			cancel()
 			select {
 			case <-returned:
@@ -161,10 +162,10 @@ func TestReserveAfterItsHandBackTakesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		const orderID = "01a20000-0000-7000-8000-000000000001"
-		if back, err := s.gate.handBackNow(ctx, it.ID, "Bob", orderID, ""); err != nil || back {
+		if back, err := s.lua.handBackNow(ctx, it.ID, "Bob", orderID, ""); err != nil || back {
 			t.Fatalf("hand-back before the reserve: got %v, %v; want false, nil", back, err)
 		}
-		if _, err := s.gate.reserve(ctx, it, "Bob", orderID); !errors.Is(err, stock.ErrUnavailable) {
+		if _, err := s.lua.reserve(ctx, it, "Bob", orderID); !errors.Is(err, stock.ErrUnavailable) {
 			t.Errorf("reserve after its hand-back: got %v, want ErrUnavailable", err)
 		}
 		if l := readLedger(t, s, rdb, it.ID); l.taken != 0 {
@@ -209,7 +210,7 @@ func TestOrphanWindowOutlivesEveryRequest(t *testing.T) {
 	}
 	b := testenv.Embedded(t)
 	s := newTestService(t, b, Config{RequestTimeout: 50 * time.Second}, nil)
-	if got, want := s.gate.orphanAfter, 80*time.Second; got != want {
+	if got, want := s.lua.orphanAfter, 80*time.Second; got != want {
 		t.Errorf("gate orphan window with a 50s request timeout: got %v, want %v", got, want)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 )
 
 // What a lua-async 202 waits for (AsyncConfig.Durability).
@@ -34,7 +35,7 @@ var errNotFsyncing = errors.New("redis does not fsync every write (appendonly ye
 func fsyncCheck(ctx context.Context, rdb redis.UniversalClient) error {
 	cfg, err := rdb.ConfigGet(ctx, "append*").Result()
 	if err != nil {
-		return redisError("CONFIG GET append*", err)
+		return gate.Error("CONFIG GET append*", err)
 	}
 	if cfg["appendonly"] != "yes" || cfg["appendfsync"] != "always" {
 		return fmt.Errorf("%w: it has appendonly %q, appendfsync %q", errNotFsyncing, cfg["appendonly"], cfg["appendfsync"])

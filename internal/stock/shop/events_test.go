@@ -32,12 +32,6 @@ func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 	}
 }
 
-func (m *soldOutMemo) setSafety(d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.safety = d
-}
-
 // waitFor polls cond until it holds, failing the test after a few seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -66,9 +60,9 @@ func TestSoldOutSharedBetweenInstances(t *testing.T) {
 				rdbB.AddHook(counter)
 				bs := newTestService(t, b, Config{}, rdbB)
 				for _, s := range []*Service{a, bs} {
-					s.soldOut.setSafety(time.Minute)
+					s.soldOut.SetSafety(time.Minute)
 				}
-				waitFor(t, "both instances subscribed", func() bool { return a.soldOut.isSubscribed() && bs.soldOut.isSubscribed() })
+				waitFor(t, "both instances subscribed", func() bool { return a.soldOut.Subscribed() && bs.soldOut.Subscribed() })
 				it, err := a.CreateItem(ctx, stock.NewItem{Name: "shared", Stock: 1, Strategy: strategy})
 				if err != nil {
 					t.Fatal(err)
@@ -120,12 +114,6 @@ func TestSoldOutSharedBetweenInstances(t *testing.T) {
 	})
 }
 
-func (m *soldOutMemo) setClock(now func() time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.now = now
-}
-
 // TestResubscriptionClearsTheMemo: when the subscription breaks the memo
 // knows it, and the confirmation of the new one forgets every mark (messages
 // may have been lost in between). The memo's clock is frozen, so nothing
@@ -135,16 +123,16 @@ func TestResubscriptionClearsTheMemo(t *testing.T) {
 		rdb, proxy, _ := proxied(t, b)
 		s := newTestService(t, b, Config{}, rdb)
 		clock := &fakeClock{t: time.Now()}
-		s.soldOut.setClock(clock.now)
-		waitFor(t, "subscribed", s.soldOut.isSubscribed)
-		s.soldOut.mark(42, s.soldOut.generation(42))
+		s.soldOut.SetClock(clock.now)
+		waitFor(t, "subscribed", s.soldOut.Subscribed)
+		s.soldOut.Mark(42, s.soldOut.Generation(42))
 		proxy.Cut()
-		waitFor(t, "the memo knows the subscription broke", func() bool { return !s.soldOut.isSubscribed() })
+		waitFor(t, "the memo knows the subscription broke", func() bool { return !s.soldOut.Subscribed() })
 		if !s.KnownSoldOut(42) {
 			t.Fatal("the mark is gone before the resubscription; the test proves nothing")
 		}
 		proxy.Restore()
-		waitFor(t, "subscribed again", s.soldOut.isSubscribed)
+		waitFor(t, "subscribed again", s.soldOut.Subscribed)
 		if s.KnownSoldOut(42) {
 			t.Error("after the resubscription: item 42 still known sold out, want every mark forgotten")
 		}

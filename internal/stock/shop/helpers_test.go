@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -85,4 +86,16 @@ func rawSQL(t testing.TB, st *store.Store) *sql.DB {
 		t.Fatal("store not made by newTestStore")
 	}
 	return v.(*sql.DB)
+}
+
+// fakeClock is a settable time for the memo.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 )
 
 // What an earlier request with the same Idempotency-Key achieved.
@@ -26,11 +27,11 @@ const (
 // under one key.
 func (s *Service) claim(ctx context.Context, req stock.OrderRequest) (state, orderID string, err error) {
 	var cmd *redis.StatusCmd
-	if err := s.batch.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
-		cmd = p.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+	if err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		cmd = p.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
 			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
 	}, nil); err != nil { // an abandoned claim leaves the key pending: its retry goes on
-		return "", "", redisError("claim idempotency key", err)
+		return "", "", gate.Error("claim idempotency key", err)
 	}
 	return claimState(cmd.Val(), cmd.Err(), req.UserID)
 }
@@ -41,7 +42,7 @@ func claimState(prev string, err error, userID string) (state, orderID string, _
 		return claimNew, "", nil
 	}
 	if err != nil {
-		return "", "", redisError("claim idempotency key", err)
+		return "", "", gate.Error("claim idempotency key", err)
 	}
 	user, order, ok := strings.Cut(prev, "|")
 	switch {
@@ -62,18 +63,18 @@ func claimState(prev string, err error, userID string) (state, orderID string, _
 func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
 	var claim *redis.StatusCmd
 	var reserved *redis.BoolCmd
-	err := s.batch.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
-		claim = p.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+	err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		claim = p.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
 			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
 		if it.Strategy == stock.StrategyLua {
-			reserved = p.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
+			reserved = p.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
 		}
 	}, nil)
 	if err == nil && reserved != nil {
 		err = reserved.Err()
 	}
 	if err != nil {
-		return nil, false, redisError("claim idempotency key", err)
+		return nil, false, gate.Error("claim idempotency key", err)
 	}
 	state, orderID, err := claimState(claim.Val(), claim.Err(), req.UserID)
 	if err != nil {
@@ -95,7 +96,7 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.Or
 // settle records the order placed under a key, so replays are answered
 // without running the strategy again. Losing it only makes replays slower.
 func (s *Service) settle(ctx context.Context, req stock.OrderRequest, orderID string) {
-	err := s.rdb.SetArgs(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey), req.UserID+"|"+orderID,
+	err := s.rdb.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|"+orderID,
 		redis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		s.cfg.Logger.WarnContext(ctx, "idempotency key not settled", "item", req.ItemID, "err", err)
@@ -119,10 +120,10 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 		// gate, holds a reservation whose write may be in flight. One round
 		// trip asks both.
 		pipe := s.rdb.Pipeline()
-		claim := pipe.Get(ctx, s.keys.idem(req.ItemID, req.IdempotencyKey))
+		claim := pipe.Get(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey))
 		var reserved *redis.BoolCmd
 		if it.Strategy == stock.StrategyLua {
-			reserved = pipe.HExists(ctx, s.keys.buyers(req.ItemID), req.UserID)
+			reserved = pipe.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil

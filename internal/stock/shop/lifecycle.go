@@ -209,7 +209,7 @@ func (s *Service) cancel(ctx context.Context, o *stock.Order, now time.Time, exp
 // that in the order, and announces the restock.
 func (s *Service) returnStock(ctx context.Context, it *stock.Item, orderID string, retried bool) error {
 	if it.Strategy.Gated() {
-		if _, err := s.gate.release(ctx, it.ID, orderID); err != nil {
+		if _, err := s.lua.release(ctx, it.ID, orderID); err != nil {
 			return err
 		}
 	}

@@ -168,14 +168,14 @@ func readLedger(t *testing.T, s *Service, rdb *redis.Client, itemID int64) ledge
 		t.Fatal(err)
 	}
 	l.taken, l.released = -1, -1
-	meta, err := rdb.HGetAll(ctx, s.keys.meta(itemID)).Result()
+	meta, err := rdb.HGetAll(ctx, s.keys.Meta(itemID)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(meta) > 0 {
 		fmt.Sscan(meta["taken"], &l.taken)
 		l.gateSoldOut = meta["soldout"]
-		if l.released, err = rdb.SCard(ctx, s.keys.released(itemID)).Result(); err != nil {
+		if l.released, err = rdb.SCard(ctx, s.keys.Released(itemID)).Result(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,7 +263,7 @@ func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName,
 				if i == n/3 && strategy.Gated() {
 					// Redis loses the gate mid-race: the next release or
 					// order rebuilds it from one database snapshot.
-					if err := rdb.Del(ctx, s1.keys.meta(it.ID), s1.keys.released(it.ID)).Err(); err != nil {
+					if err := rdb.Del(ctx, s1.keys.Meta(it.ID), s1.keys.Released(it.ID)).Err(); err != nil {
 						t.Error(err)
 					}
 				}
@@ -425,7 +425,7 @@ func TestSweeperFinishesAFailedRelease(t *testing.T) {
 				}
 				proxy.Restore()
 				if lost {
-					if err := direct.Del(ctx, s.keys.meta(it.ID), s.keys.released(it.ID)).Err(); err != nil {
+					if err := direct.Del(ctx, s.keys.Meta(it.ID), s.keys.Released(it.ID)).Err(); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -471,7 +471,7 @@ func TestGateSeedCountsCancelledOrders(t *testing.T) {
 			t.Fatal(err)
 		}
 		lose := func() {
-			if err := rdb.Del(ctx, s.keys.meta(it.ID), s.keys.released(it.ID)).Err(); err != nil {
+			if err := rdb.Del(ctx, s.keys.Meta(it.ID), s.keys.Released(it.ID)).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -484,11 +484,11 @@ func TestGateSeedCountsCancelledOrders(t *testing.T) {
 			t.Errorf("after a cancel that rebuilt the gate: sold %d, taken %d, released %d; want 1, 1, 2", l.sold, l.taken, l.released)
 		}
 		lose()
-		if err := s.gate.seed(ctx, it.ID); err != nil {
+		if err := s.lua.seed(ctx, it.ID); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range orders[:2] {
-			if back, err := s.gate.release(ctx, it.ID, o.ID); back || err != nil {
+			if back, err := s.lua.release(ctx, it.ID, o.ID); back || err != nil {
 				t.Errorf("release of %s after a rebuild: got %v, %v; want a no-op", o.ID, back, err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
@@ -28,7 +29,7 @@ import (
 type LockStrategy struct {
 	log    *slog.Logger
 	locker *lock.Client
-	keys   keyspace
+	keys   gate.Keys
 	ttl    time.Duration
 	wait   time.Duration
 	writer *orderWriter
@@ -48,7 +49,7 @@ type heldLock struct {
 var _ Strategy = (*LockStrategy)(nil)
 var _ writeGuard = (*LockStrategy)(nil)
 
-func newLockStrategy(st *store.Store, rdb redis.UniversalClient, keys keyspace, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *LockStrategy {
+func newLockStrategy(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *LockStrategy {
 	s := &LockStrategy{log: log, locker: lock.New(rdb, &lock.ClientOptions{Observer: obs}), keys: keys, ttl: ttl, wait: wait}
 	s.writer = newOrderWriter(st, s)
 	return s
@@ -79,12 +80,12 @@ func (s *LockStrategy) hold(ctx context.Context, itemID int64) (int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.wait)
 	defer cancel()
-	l, err := s.locker.Obtain(ctx, s.keys.lock(itemID), s.ttl, &lock.Options{Wait: s.wait, FenceFloor: s.fenceFloor(itemID)})
+	l, err := s.locker.Obtain(ctx, s.keys.Lock(itemID), s.ttl, &lock.Options{Wait: s.wait, FenceFloor: s.fenceFloor(itemID)})
 	if err != nil {
 		if errors.Is(err, lock.ErrNotObtained) {
 			return 0, fmt.Errorf("lock for item %d not obtained in %s: %w: %w", itemID, s.wait, stock.ErrUnavailable, err)
 		}
-		return 0, redisError("obtain lock", err)
+		return 0, gate.Error("obtain lock", err)
 	}
 	s.held.Store(itemID, &heldLock{l: l, since: time.Now()})
 	return l.Fence(), nil

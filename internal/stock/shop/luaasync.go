@@ -15,17 +15,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
 var (
 	//go:embed lua/enqueue.lua
 	enqueueSrc string
-	//go:embed lua/install.lua
-	installSrc string
 
 	enqueueScript = redis.NewScript(enqueueSrc)
-	installScript = redis.NewScript(installSrc)
 )
 
 // placeAsync is the "lua-async" strategy. One script checks the
@@ -34,7 +32,7 @@ var (
 // persist it in batches. The answer is the order, pending: it will be in
 // the database once a writer reaches it (see asyncWriters).
 func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
-	if s.soldOut.soldOut(it.ID) {
+	if s.soldOut.SoldOut(it.ID) {
 		if req.IdempotencyKey == "" {
 			return nil, false, stock.ErrSoldOut
 		}
@@ -47,12 +45,12 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 	if err != nil {
 		return nil, false, fmt.Errorf("order id: %w", err)
 	}
-	gen := s.soldOut.generation(it.ID)
+	gen := s.soldOut.Generation(it.ID)
 	now := time.Now()
-	gk := s.gateKeys.get(s.keys, it.ID)
-	keys := []string{gk.meta, gk.buyers, gk.stream, s.keys.pending(id.String())}
+	gk := s.hotKeys.Get(s.keys, it.ID)
+	keys := []string{gk.Meta, gk.Buyers, gk.Stream, s.keys.QueuedOrder(id.String())}
 	if req.IdempotencyKey != "" {
-		keys = append(keys, s.keys.idem(it.ID, req.IdempotencyKey))
+		keys = append(keys, s.keys.Idem(it.ID, req.IdempotencyKey))
 	}
 	args := []any{req.UserID, id.String(), now.UnixMilli(), it.ID, req.IdempotencyKey,
 		int64(s.cfg.IdempotencyTTL / time.Second), int64(s.cfg.Async.PendingTTL / time.Second)}
@@ -61,9 +59,9 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 		// atomic, and the order it queued is written like any other (the
 		// lost 202 is found by a keyed retry; a retry without a key hears
 		// already_purchased, which is true).
-		res, err := s.batch.runScript(ctx, enqueueScript, nil, keys, args...).StringSlice()
+		res, err := s.pipe.RunScript(ctx, enqueueScript, nil, keys, args...).StringSlice()
 		if err != nil {
-			return nil, false, redisError("enqueue", err)
+			return nil, false, gate.Error("enqueue", err)
 		}
 		if len(res) != 2 {
 			return nil, false, fmt.Errorf("redis: enqueue: unexpected reply %q", res)
@@ -86,7 +84,7 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 					return prev, true, nil
 				}
 			}
-			return nil, false, &dupError{orderID: res[1]}
+			return nil, false, &gate.DupError{OrderID: res[1]}
 		case "sold_out":
 			s.markSoldOut(ctx, it.ID, gen)
 			return nil, false, stock.ErrSoldOut
@@ -111,17 +109,17 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 // sold out with one GET: the key may name an order its user placed before.
 func (s *Service) soldOutAsync(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
 	var cmd *redis.StringCmd
-	if err := s.batch.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
-		cmd = p.Get(ctx, s.keys.idem(it.ID, req.IdempotencyKey))
+	if err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		cmd = p.Get(ctx, s.keys.Idem(it.ID, req.IdempotencyKey))
 	}, nil); err != nil {
-		return nil, false, redisError("read idempotency key", err)
+		return nil, false, gate.Error("read idempotency key", err)
 	}
 	prev, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, false, stock.ErrSoldOut
 	}
 	if err != nil {
-		return nil, false, redisError("read idempotency key", err)
+		return nil, false, gate.Error("read idempotency key", err)
 	}
 	user, orderID, _ := strings.Cut(prev, "|")
 	switch {
@@ -178,12 +176,12 @@ func (s *Service) findOrder(ctx context.Context, id string) (*stock.Order, error
 
 // pendingOrder reads the marker of a queued order.
 func (s *Service) pendingOrder(ctx context.Context, id string) (*stock.Order, error) {
-	v, err := s.rdb.Get(ctx, s.keys.pending(id)).Result()
+	v, err := s.rdb.Get(ctx, s.keys.QueuedOrder(id)).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("order %s: %w", id, stock.ErrNotFound)
 	}
 	if err != nil {
-		return nil, redisError("read pending order", err)
+		return nil, gate.Error("read pending order", err)
 	}
 	parts := strings.SplitN(v, "|", 3)
 	if len(parts) != 3 {
@@ -222,16 +220,14 @@ func (s *Service) rebuildAsync(ctx context.Context, id int64) error {
 
 func (s *Service) rebuildAsyncLocked(ctx context.Context, locked *store.LockedItem) error {
 	id := locked.ID
-	if n, err := s.rdb.Exists(ctx, s.keys.meta(id)).Result(); err != nil {
-		return redisError("check gate", err)
-	} else if n == 1 {
-		return nil // rebuilt by another process while this one waited
+	if built, err := s.gate.Exists(ctx, id); err != nil || built {
+		return err // built by another process while this one waited
 	}
 	var inFlight []redis.XMessage
-	for _, key := range []string{s.keys.stream(id), s.keys.dead(id)} {
+	for _, key := range []string{s.keys.Stream(id), s.keys.Dead(id)} {
 		msgs, err := s.rdb.XRange(ctx, key, "-", "+").Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return redisError("read stream for rebuild", err)
+			return gate.Error("read stream for rebuild", err)
 		}
 		inFlight = append(inFlight, msgs...)
 	}
@@ -258,44 +254,12 @@ func (s *Service) rebuildAsyncLocked(ctx context.Context, locked *store.LockedIt
 		buyers[q.UserID] = q.ID
 		taken++
 	}
-	tmp := s.keys.item(id) + ":rebuild:" + randomHex(6)
-	fields := make([]any, 0, 2*1000)
-	flush := func() error {
-		if len(fields) == 0 {
-			return nil
-		}
-		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, tmp, fields...)
-			p.Expire(ctx, tmp, time.Minute)
-			return nil
-		})
-		fields = fields[:0]
-		if err != nil {
-			return redisError("write rebuilt buyers", err)
-		}
-		return nil
-	}
-	for u, o := range buyers {
-		fields = append(fields, u, o)
-		if len(fields) == cap(fields) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := flush(); err != nil {
+	it := snap.Item
+	created, err := s.gate.BuildWithBuyers(ctx, it, taken, epoch, buyers, snap.Cancelled)
+	if err != nil {
 		return err
 	}
-	it := snap.Item
-	args := []any{it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt), epoch}
-	for _, oid := range snap.Cancelled {
-		args = append(args, oid)
-	}
-	created, err := installScript.Run(ctx, s.rdb, []string{s.keys.meta(id), s.keys.buyers(id), tmp, s.keys.released(id)}, args...).Int()
-	if err != nil {
-		return redisError("install rebuilt gate", err)
-	}
-	if created == 1 {
+	if created {
 		s.cfg.Logger.WarnContext(ctx, "lua-async gate rebuilt from the database and the stream", "item", id,
 			"stock", it.Stock, "sold", it.Sold, "queued", taken-it.Sold, "buyers", len(buyers), "queue_epoch", epoch)
 	}
@@ -305,23 +269,23 @@ func (s *Service) rebuildAsyncLocked(ctx context.Context, locked *store.LockedIt
 // AsyncStats reads the queue of a lua-async item.
 func (s *Service) AsyncStats(ctx context.Context, id int64) (stock.AsyncStats, error) {
 	var st stock.AsyncStats
-	stream := s.keys.stream(id)
+	stream := s.keys.Stream(id)
 	pipe := s.rdb.Pipeline()
 	qlen := pipe.XLen(ctx, stream)
 	pend := pipe.XPending(ctx, stream, asyncGroup)
-	dlen := pipe.XLen(ctx, s.keys.dead(id))
+	dlen := pipe.XLen(ctx, s.keys.Dead(id))
 	first := pipe.XRangeN(ctx, stream, "-", "+", 1)
 	_, _ = pipe.Exec(ctx)
 	for _, c := range []redis.Cmder{qlen, dlen, first} {
 		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return st, redisError("read queue", err)
+			return st, gate.Error("read queue", err)
 		}
 	}
 	st.Queued, st.DeadLetters = qlen.Val(), dlen.Val()
 	if err := pend.Err(); err == nil {
 		st.Unacked = pend.Val().Count
 	} else if !errors.Is(err, redis.Nil) && !isNoGroup(err) {
-		return st, redisError("read queue", err)
+		return st, gate.Error("read queue", err)
 	}
 	if msgs := first.Val(); len(msgs) > 0 {
 		if ms, err := strconv.ParseInt(strings.SplitN(msgs[0].ID, "-", 2)[0], 10, 64); err == nil {
@@ -379,9 +343,9 @@ func (s *Service) DeadLetters(ctx context.Context, id int64, limit int64) ([]sto
 	if _, err := s.store.Item(ctx, id); err != nil {
 		return nil, err
 	}
-	msgs, err := s.rdb.XRangeN(ctx, s.keys.dead(id), "-", "+", limit).Result()
+	msgs, err := s.rdb.XRangeN(ctx, s.keys.Dead(id), "-", "+", limit).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, redisError("read dead letters", err)
+		return nil, gate.Error("read dead letters", err)
 	}
 	out := make([]stock.DeadLetter, 0, len(msgs))
 	for _, m := range msgs {
@@ -409,12 +373,12 @@ func (s *Service) RequeueDeadLetters(ctx context.Context, id int64) (int, error)
 		return 0, err
 	}
 	const page = 1000
-	keys := []string{s.keys.dead(id), s.keys.stream(id)}
+	keys := []string{s.keys.Dead(id), s.keys.Stream(id)}
 	moved, kept := 0, 0
 	for start := "-"; ; {
 		res, err := requeueScript.Run(ctx, s.rdb, keys, page, start).Slice()
 		if err != nil {
-			return moved, redisError("requeue dead letters", err)
+			return moved, gate.Error("requeue dead letters", err)
 		}
 		if len(res) != 3 {
 			return moved, fmt.Errorf("redis: requeue dead letters: unexpected reply %v", res)
@@ -430,7 +394,7 @@ func (s *Service) RequeueDeadLetters(ctx context.Context, id int64) (int, error)
 	}
 	if kept > 0 {
 		s.cfg.Logger.WarnContext(ctx, "lua-async: dead letters without an order id or user left in the dead-letter stream",
-			"item", id, "kept", kept, "stream", s.keys.dead(id))
+			"item", id, "kept", kept, "stream", s.keys.Dead(id))
 	}
 	return moved, nil
 }

@@ -2,7 +2,6 @@ package shop
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,29 +9,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/store"
-)
-
-var (
-	//go:embed lua/reserve.lua
-	reserveSrc string
-	//go:embed lua/handback.lua
-	handbackSrc string
-	//go:embed lua/seed.lua
-	seedSrc string
-	//go:embed lua/setstock.lua
-	setStockSrc string
-	//go:embed lua/release.lua
-	releaseSrc string
-
-	reserveScript  = redis.NewScript(reserveSrc)
-	handbackScript = redis.NewScript(handbackSrc)
-	seedScript     = redis.NewScript(seedSrc)
-	setStockScript = redis.NewScript(setStockSrc)
-	releaseScript  = redis.NewScript(releaseSrc)
 )
 
 // LuaGate is the "lua" strategy. One script checks the sale window, the
@@ -42,15 +22,11 @@ var (
 type LuaGate struct {
 	store  *store.Store
 	writer *orderWriter // group commit: concurrent orders share a transaction
-	rdb    redis.UniversalClient
-	keys   keyspace
+	gate   *gate.Gate
 	log    *slog.Logger
 	// returned, when set, is told that a hand-back put a unit back that
 	// buyers may have been told is sold out.
 	returned func(ctx context.Context, itemID int64)
-	// batch shares round trips between concurrent requests (set by the
-	// Service).
-	batch *batcher
 	// rebuild creates a missing gate from the database the way the item's
 	// strategy needs (lua-async also counts its queue); nil: seed.
 	rebuild func(ctx context.Context, itemID int64) error
@@ -70,8 +46,8 @@ type LuaGate struct {
 
 var _ Strategy = (*LuaGate)(nil)
 
-func newLuaGate(st *store.Store, rdb redis.UniversalClient, keys keyspace, log *slog.Logger) *LuaGate {
-	return &LuaGate{store: st, writer: newOrderWriter(st, nil), rdb: rdb, keys: keys, log: log,
+func newLuaGate(st *store.Store, gt *gate.Gate, log *slog.Logger) *LuaGate {
+	return &LuaGate{store: st, writer: newOrderWriter(st, nil), gate: gt, log: log,
 		orphanAfter: orphanWindow(defaultRequestTimeout), closing: make(chan struct{})}
 }
 
@@ -92,14 +68,14 @@ func orphanWindow(requestTimeout time.Duration) time.Duration {
 // Buy reserves a unit in Redis, then writes the order.
 func (g *LuaGate) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
 	stockSeen, err := g.reserve(ctx, it, req.UserID, orderID)
-	var dup *dupError
-	if errors.As(err, &dup) && g.orphaned(ctx, dup.orderID) {
+	var dup *gate.DupError
+	if errors.As(err, &dup) && g.orphaned(ctx, dup.OrderID) {
 		// The process that reserved for this user died before writing.
 		// Give the unit back and try again, once.
-		if _, err := g.handBackNow(ctx, it.ID, req.UserID, dup.orderID, ""); err != nil {
+		if _, err := g.handBackNow(ctx, it.ID, req.UserID, dup.OrderID, ""); err != nil {
 			return nil, err
 		}
-		g.log.WarnContext(ctx, "orphaned reservation handed back", "item", it.ID, "user", req.UserID, "order", dup.orderID)
+		g.log.WarnContext(ctx, "orphaned reservation handed back", "item", it.ID, "user", req.UserID, "order", dup.OrderID)
 		stockSeen, err = g.reserve(ctx, it, req.UserID, orderID)
 	}
 	if err != nil {
@@ -127,39 +103,15 @@ func (g *LuaGate) Buy(ctx context.Context, it *stock.Item, req stock.OrderReques
 func (g *LuaGate) reserve(ctx context.Context, it *stock.Item, userID, orderID string) (string, error) {
 	abandoned := func() { g.handBack(context.Background(), it.ID, userID, orderID, "") }
 	for attempt := 0; ; attempt++ {
-		res, err := g.batch.runScript(ctx, reserveScript, abandoned,
-			[]string{g.keys.meta(it.ID), g.keys.buyers(it.ID), voidKey(g.keys, it.ID, orderID)},
-			userID, orderID, time.Now().UnixMilli()).StringSlice()
-		if err != nil {
-			return "", redisError("reserve", err)
+		seen, err := g.gate.Reserve(ctx, it.ID, userID, orderID, time.Now(), abandoned)
+		if !errors.Is(err, gate.ErrMissing) {
+			return seen, err
 		}
-		if len(res) != 3 {
-			return "", fmt.Errorf("redis: reserve: unexpected reply %q", res)
+		if attempt > 0 {
+			return "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, stock.ErrUnavailable)
 		}
-		switch res[0] {
-		case "ok":
-			return res[2], nil
-		case "dup":
-			return "", &dupError{orderID: res[1]}
-		case "sold_out":
-			return "", stock.ErrSoldOut
-		case "void":
-			// Handed back already: its caller gave up (a rerun reached
-			// Redis after the hand-back).
-			return "", fmt.Errorf("redis: reserve: attempt %s was given up: %w", orderID, stock.ErrUnavailable)
-		case "not_started":
-			return "", stock.ErrSaleNotStarted
-		case "ended":
-			return "", stock.ErrSaleEnded
-		case "missing":
-			if attempt > 0 {
-				return "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, stock.ErrUnavailable)
-			}
-			if err := g.seed(ctx, it.ID); err != nil {
-				return "", err
-			}
-		default:
-			return "", fmt.Errorf("redis: reserve: unexpected status %q", res[0])
+		if err := g.seed(ctx, it.ID); err != nil {
+			return "", err
 		}
 	}
 }
@@ -176,16 +128,11 @@ func (g *LuaGate) seed(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
-	args := make([]any, 0, 4+len(cancelled))
-	args = append(args, it.Stock, it.Sold, unixMilli(it.StartsAt), unixMilli(it.EndsAt))
-	for _, o := range cancelled {
-		args = append(args, o)
-	}
-	created, err := seedScript.Run(ctx, g.rdb, []string{g.keys.meta(id), g.keys.released(id)}, args...).Int()
+	created, err := g.gate.Build(ctx, it, cancelled)
 	if err != nil {
-		return redisError("seed", err)
+		return err
 	}
-	if created == 1 {
+	if created {
 		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold, "cancelled", len(cancelled))
 	}
 	return nil
@@ -197,39 +144,23 @@ func (g *LuaGate) seed(ctx context.Context, id int64) error {
 // snapshot; the release then finds it counted. It reports whether this
 // call took the unit back.
 func (g *LuaGate) release(ctx context.Context, itemID int64, orderID string) (bool, error) {
-	keys := []string{g.keys.meta(itemID), g.keys.released(itemID)}
 	for attempt := 0; ; attempt++ {
-		res, err := releaseScript.Run(ctx, g.rdb, keys, orderID).Text()
-		if err != nil {
-			return false, redisError("release", err)
+		back, err := g.gate.Release(ctx, itemID, orderID)
+		if !errors.Is(err, gate.ErrMissing) {
+			return back, err
 		}
-		switch res {
-		case "released":
-			return true, nil
-		case "already":
-			return false, nil
-		case "missing":
-			if attempt > 0 {
-				return false, fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", itemID, stock.ErrUnavailable)
-			}
-			rebuild := g.seed
-			if g.rebuild != nil {
-				rebuild = g.rebuild
-			}
-			if err := rebuild(ctx, itemID); err != nil {
-				return false, err
-			}
-		default:
-			return false, fmt.Errorf("redis: release: unexpected reply %q", res)
+		if attempt > 0 {
+			return false, fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", itemID, stock.ErrUnavailable)
+		}
+		rebuild := g.seed
+		if g.rebuild != nil {
+			rebuild = g.rebuild
+		}
+		if err := rebuild(ctx, itemID); err != nil {
+			return false, err
 		}
 	}
 }
-
-// dupError is the gate's "already purchased", with the order id it holds.
-type dupError struct{ orderID string }
-
-func (e *dupError) Error() string        { return "already purchased (order " + e.orderID + ")" }
-func (e *dupError) Is(target error) bool { return target == stock.ErrAlreadyPurchased }
 
 // orphaned reports whether the reservation for orderID is old enough that
 // its writer must be gone, and its order never reached the database.
@@ -339,24 +270,10 @@ func (g *LuaGate) resolve(itemID int64, userID, orderID string) {
 	}()
 }
 
-// voidTTL is how long a handed-back attempt stays void: far longer than a
-// reserve command can wander in a stalled connection.
-const voidTTL = 10 * time.Minute
-
-// voidKey marks an attempt that was handed back (see reserve.lua).
-func voidKey(k keyspace, itemID int64, orderID string) string {
-	return k.item(itemID) + ":void:" + orderID
-}
-
-// handBackNow runs the hand-back script once and reports whether the unit
-// went back to the gate.
+// handBackNow runs the hand-back once and reports whether the unit went
+// back to the gate.
 func (g *LuaGate) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
-	keys := []string{g.keys.meta(itemID), g.keys.buyers(itemID), g.keys.released(itemID), voidKey(g.keys, itemID, orderID)}
-	back, err := handbackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second)).Int()
-	if err != nil {
-		return false, redisError("hand back", err)
-	}
-	return back == 1, nil
+	return g.gate.HandBack(ctx, itemID, userID, orderID, soldOutAt)
 }
 
 // Close finishes queued writes, then stops hand-back retries and waits.
@@ -364,11 +281,4 @@ func (g *LuaGate) Close() {
 	g.writer.close()
 	g.once.Do(func() { close(g.closing) })
 	g.retries.Wait()
-}
-
-func unixMilli(t *time.Time) int64 {
-	if t == nil {
-		return 0
-	}
-	return t.UnixMilli()
 }

@@ -1,8 +1,6 @@
 package shop
 
 import (
-	_ "embed"
-
 	"context"
 	"errors"
 	"fmt"
@@ -14,13 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/store"
-)
-
-var (
-	//go:embed lua/repair.lua
-	repairSrc    string
-	repairScript = redis.NewScript(repairSrc)
 )
 
 // reconcileAttempts bounds how often a repair is recomputed when orders
@@ -71,7 +64,7 @@ func (s *Service) Reconcile(ctx context.Context, id int64, repair bool) (*stock.
 			// Hand orphaned reservations back (exact, idempotent), then
 			// look again.
 			for user, oid := range plan.orphans {
-				if _, err := s.gate.handBackNow(ctx, id, user, oid, ""); err != nil {
+				if _, err := s.lua.handBackNow(ctx, id, user, oid, ""); err != nil {
 					return nil, err
 				}
 			}
@@ -132,14 +125,14 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	var meta, buyers *redis.MapStringStringCmd
 	var queued, dead *redis.XMessageSliceCmd
 	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HGetAll(ctx, s.keys.meta(id))
-		buyers = p.HGetAll(ctx, s.keys.buyers(id))
-		queued = p.XRange(ctx, s.keys.stream(id), "-", "+")
-		dead = p.XRange(ctx, s.keys.dead(id), "-", "+")
+		meta = p.HGetAll(ctx, s.keys.Meta(id))
+		buyers = p.HGetAll(ctx, s.keys.Buyers(id))
+		queued = p.XRange(ctx, s.keys.Stream(id), "-", "+")
+		dead = p.XRange(ctx, s.keys.Dead(id), "-", "+")
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, plan, redisError("read gate", err)
+		return nil, plan, gate.Error("read gate", err)
 	}
 	snap, err := s.store.BuyersSnapshot(ctx, id)
 	if err != nil {
@@ -187,7 +180,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 			if snap.Done[o] || snap.Users[u] != "" {
 				continue
 			}
-			if reservationAge(o) >= s.gate.orphanAfter {
+			if reservationAge(o) >= s.lua.orphanAfter {
 				plan.orphans[u] = o
 				r.Orphaned++
 			} else {
@@ -207,7 +200,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 			r.GateTaken, r.ExpectedTaken, r.Sold, inFlight, r.Orphaned))
 	}
 	if r.Orphaned > 0 {
-		r.Drift = append(r.Drift, fmt.Sprintf("%d reservations over %s old have no order: their writer died; they hold units until handed back", r.Orphaned, s.gate.orphanAfter))
+		r.Drift = append(r.Drift, fmt.Sprintf("%d reservations over %s old have no order: their writer died; they hold units until handed back", r.Orphaned, s.lua.orphanAfter))
 	}
 	if r.SoldOutMark && r.ExpectedTaken < r.Stock {
 		r.Drift = append(r.Drift, fmt.Sprintf("the gate is marked sold out, but %d units are left", r.Stock-r.ExpectedTaken))
@@ -263,26 +256,16 @@ func (s *Service) applyRepair(ctx context.Context, r *stock.Reconciliation, plan
 }
 
 func (s *Service) runRepair(ctx context.Context, r *stock.Reconciliation, plan repairPlan, units int64) (bool, error) {
-	args := []any{plan.takenRaw, plan.buyersLen, plan.queuedLen, units, r.ExpectedTaken - r.Orphaned,
-		len(plan.setBuyers), len(plan.removeBuyers)}
-	for u, o := range plan.setBuyers {
-		args = append(args, u, o)
-	}
-	for u, o := range plan.removeBuyers {
-		args = append(args, u, o)
-	}
-	for _, oid := range plan.released {
-		args = append(args, oid)
-	}
-	n, err := repairScript.Run(ctx, s.rdb, []string{s.keys.meta(r.ItemID), s.keys.buyers(r.ItemID), s.keys.stream(r.ItemID),
-		s.keys.released(r.ItemID)}, args...).Int()
+	done, err := s.gate.Repair(ctx, r.ItemID, gate.Repair{TakenSeen: plan.takenRaw, BuyersSeen: plan.buyersLen,
+		QueuedSeen: plan.queuedLen, Stock: units, Taken: r.ExpectedTaken - r.Orphaned,
+		SetBuyers: plan.setBuyers, RemoveBuyers: plan.removeBuyers, Released: plan.released})
 	if err != nil {
-		return false, redisError("repair gate", err)
+		return false, err
 	}
-	if n == 1 {
+	if done {
 		s.cfg.Logger.WarnContext(ctx, "reconcile: gate repaired from the database", "item", r.ItemID, "drift", r.Drift)
 	}
-	return n == 1, nil
+	return done, nil
 }
 
 // rebuildGate creates a missing gate as the next order would.
@@ -290,7 +273,7 @@ func (s *Service) rebuildGate(ctx context.Context, id int64, strategy stock.Stra
 	if strategy == stock.StrategyLuaAsync {
 		return s.rebuildAsync(ctx, id)
 	}
-	return s.gate.seed(ctx, id)
+	return s.lua.seed(ctx, id)
 }
 
 // reservationAge is how old a reservation's UUIDv7 order id is.

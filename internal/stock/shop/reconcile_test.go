@@ -72,9 +72,9 @@ func TestReconcileReportsAndRepairs(t *testing.T) {
 			}
 			// Damage: a wrong count, a lost buyer, a ghost buyer, a stale
 			// sold-out mark.
-			rdb.HSet(ctx, s.keys.meta(it.ID), "taken", 7, "soldout", "10")
-			rdb.HDel(ctx, s.keys.buyers(it.ID), "b")
-			rdb.HSet(ctx, s.keys.buyers(it.ID), "ghost", uuid.NewString())
+			rdb.HSet(ctx, s.keys.Meta(it.ID), "taken", 7, "soldout", "10")
+			rdb.HDel(ctx, s.keys.Buyers(it.ID), "b")
+			rdb.HSet(ctx, s.keys.Buyers(it.ID), "ghost", uuid.NewString())
 			r, err := s.Reconcile(ctx, it.ID, false)
 			if err != nil {
 				t.Fatal(err)
@@ -87,7 +87,7 @@ func TestReconcileReportsAndRepairs(t *testing.T) {
 			if r.Repaired {
 				t.Error("dry run repaired")
 			}
-			if taken, _ := rdb.HGet(ctx, s.keys.meta(it.ID), "taken").Int64(); taken != 7 {
+			if taken, _ := rdb.HGet(ctx, s.keys.Meta(it.ID), "taken").Int64(); taken != 7 {
 				t.Errorf("dry run changed taken to %d", taken)
 			}
 			r, err = s.Reconcile(ctx, it.ID, true)
@@ -124,8 +124,8 @@ func TestReconcileReportsAndRepairs(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A process reserved for "gone" two minutes ago and died.
-			rdb.HSet(ctx, s.keys.buyers(it.ID), "gone", oldOrderID(2*time.Minute))
-			rdb.HIncrBy(ctx, s.keys.meta(it.ID), "taken", 1)
+			rdb.HSet(ctx, s.keys.Buyers(it.ID), "gone", oldOrderID(2*time.Minute))
+			rdb.HIncrBy(ctx, s.keys.Meta(it.ID), "taken", 1)
 			if _, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "late"}); !errors.Is(err, stock.ErrSoldOut) {
 				t.Fatalf("before the repair: got %v, want sold out (the orphan holds the last unit)", err)
 			}
@@ -141,7 +141,7 @@ func TestReconcileReportsAndRepairs(t *testing.T) {
 
 		t.Run("gate missing", func(t *testing.T) {
 			it := createAsyncItem(t, s, 5)
-			rdb.Del(ctx, s.keys.meta(it.ID))
+			rdb.Del(ctx, s.keys.Meta(it.ID))
 			r, err := s.Reconcile(ctx, it.ID, true)
 			if err != nil || !hasDrift(r, "gate is missing") || !r.Repaired {
 				t.Fatalf("got %+v %v, want a missing gate rebuilt", r, err)
@@ -183,7 +183,7 @@ func TestReconcileDuringLoad(t *testing.T) {
 		it := createAsyncItem(t, s, 100)
 		rdb := b.Redis(t)
 		// Damage: the gate thinks 30 units are gone.
-		rdb.HIncrBy(ctx, s.keys.meta(it.ID), "taken", 30)
+		rdb.HIncrBy(ctx, s.keys.Meta(it.ID), "taken", 30)
 
 		var mu sync.Mutex
 		var admitted []string
@@ -248,7 +248,7 @@ func TestReconcileDuringLoad(t *testing.T) {
 		load(0)
 		awaitRepairs(1)
 		// Damage again, and the second half runs against the loop.
-		rdb.HIncrBy(ctx, s.keys.meta(it.ID), "taken", 10)
+		rdb.HIncrBy(ctx, s.keys.Meta(it.ID), "taken", 10)
 		load(1)
 		awaitRepairs(2)
 		stopLoop()
@@ -301,7 +301,7 @@ func TestRepairRefusedWhenOrdersMoveTheGate(t *testing.T) {
 		s := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, s, 10)
 		rdb := b.Redis(t)
-		rdb.HIncrBy(ctx, s.keys.meta(it.ID), "taken", 5) // damage: 5 units hidden
+		rdb.HIncrBy(ctx, s.keys.Meta(it.ID), "taken", 5) // damage: 5 units hidden
 
 		r, plan, err := s.reconcileOnce(ctx, it.ID)
 		if err != nil || len(r.Drift) == 0 {
@@ -312,7 +312,7 @@ func TestRepairRefusedWhenOrdersMoveTheGate(t *testing.T) {
 		if err != nil || ok {
 			t.Fatalf("repair from a stale snapshot: got %v %v, want refused", ok, err)
 		}
-		taken, err := rdb.HGet(ctx, s.keys.meta(it.ID), "taken").Int64()
+		taken, err := rdb.HGet(ctx, s.keys.Meta(it.ID), "taken").Int64()
 		if err != nil || taken != 8 {
 			t.Fatalf("gate taken after the refused repair: got %d %v, want 8 (5 hidden + 3 orders)", taken, err)
 		}
@@ -320,7 +320,7 @@ func TestRepairRefusedWhenOrdersMoveTheGate(t *testing.T) {
 		if err != nil || !r2.Repaired {
 			t.Fatalf("reconcile from a fresh snapshot: got %+v %v, want repaired", r2, err)
 		}
-		taken, err = rdb.HGet(ctx, s.keys.meta(it.ID), "taken").Int64()
+		taken, err = rdb.HGet(ctx, s.keys.Meta(it.ID), "taken").Int64()
 		if err != nil || taken != 3 {
 			t.Errorf("gate taken after the repair: got %d %v, want 3 (the queued orders)", taken, err)
 		}

@@ -22,7 +22,7 @@ func TestRequeueSkipsEntriesMissingTheirFields(t *testing.T) {
 		api := asyncService(t, b, st, 0, 0, 0)
 		it := createAsyncItem(t, api, 10)
 		rdb := b.Redis(t)
-		dead := api.keys.dead(it.ID)
+		dead := api.keys.Dead(it.ID)
 		// The broken entry comes first, as a dead letter holds it: only the
 		// dead-letter fields.
 		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: dead, Values: map[string]any{"entry": "1-1", "reason": "malformed entry", "at": "1"}}).Err(); err != nil {
@@ -33,7 +33,7 @@ func TestRequeueSkipsEntriesMissingTheirFields(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Park the good order as a dead letter, as a writer would.
-		stream := api.keys.stream(it.ID)
+		stream := api.keys.Stream(it.ID)
 		msgs, err := rdb.XRange(ctx, stream, "-", "+").Result()
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("stream: %v %v", msgs, err)

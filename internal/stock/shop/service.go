@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
@@ -112,21 +113,22 @@ type Service struct {
 	cfg        Config
 	store      *store.Store
 	rdb        redis.UniversalClient
-	keys       keyspace
-	gate       *LuaGate
+	keys       gate.Keys
+	gate       *gate.Gate
+	lua        *LuaGate
 	locked     *LockStrategy
 	writers    *asyncWriters
-	fsync      *fsyncWatch // nil unless Async.Durability is fsync
-	batch      *batcher    // shared round trips for the hot path's calls
-	gateKeys   gateKeysCache
+	fsync      *fsyncWatch    // nil unless Async.Durability is fsync
+	pipe       *gate.Pipeline // shared round trips for the hot path's calls
+	hotKeys    gate.HotKeysCache
 	strategies map[stock.StrategyName]Strategy
 
 	// items caches the fields of an item that never change after creation
 	// (strategy, sale window), so an order costs no database read to route.
 	items   sync.Map // int64 -> *Item
 	loading singleflight.Group
-	soldOut soldOutMemo
-	events  *events
+	soldOut gate.Memo
+	events  *gate.Events
 
 	sweeper   sync.WaitGroup
 	stopSweep context.CancelFunc
@@ -139,17 +141,17 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 	if !cfg.DefaultStrategy.Valid() {
 		return nil, fmt.Errorf("unknown default strategy %q (want lua, lock or lua-async): %w", cfg.DefaultStrategy, stock.ErrInvalid)
 	}
-	keys, err := newKeyspace(cfg.KeyPrefix)
+	keys, err := gate.NewKeys(cfg.KeyPrefix)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, batch: newBatcher(rdb, batchLoops, batchMax)}
-	s.gate = newLuaGate(st, rdb, keys, cfg.Logger)
-	s.gate.returned = s.restocked
-	s.gate.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
-	s.gate.orphanAfter = orphanWindow(cfg.RequestTimeout)
-	s.gate.batch = s.batch
-	s.gate.rebuild = func(ctx context.Context, id int64) error {
+	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, pipe: gate.NewPipeline(rdb, nil)}
+	s.gate = gate.New(rdb, keys, s.pipe, cfg.Logger)
+	s.lua = newLuaGate(st, s.gate, cfg.Logger)
+	s.lua.returned = s.restocked
+	s.lua.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
+	s.lua.orphanAfter = orphanWindow(cfg.RequestTimeout)
+	s.lua.rebuild = func(ctx context.Context, id int64) error {
 		it, err := s.routing(ctx, id)
 		if err != nil {
 			return err
@@ -158,7 +160,7 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 	}
 	s.locked = newLockStrategy(st, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.locked.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
-	s.strategies = map[stock.StrategyName]Strategy{stock.StrategyLua: s.gate, stock.StrategyLock: s.locked}
+	s.strategies = map[stock.StrategyName]Strategy{stock.StrategyLua: s.lua, stock.StrategyLock: s.locked}
 	switch cfg.Async.Durability {
 	case DurabilityMemory:
 	case DurabilityFsync:
@@ -166,17 +168,17 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 		defer cancel()
 		if s.fsync, err = watchFsync(ctx, rdb, cfg.Async.DurabilityCheck); err != nil {
 			s.locked.close()
-			s.batch.close()
+			s.pipe.Close()
 			return nil, err
 		}
 	default:
 		s.locked.close()
-		s.batch.close()
+		s.pipe.Close()
 		return nil, fmt.Errorf("unknown lua-async durability %q (want memory or fsync): %w", cfg.Async.Durability, stock.ErrInvalid)
 	}
 	s.writers = newAsyncWriters(cfg.Async, st, rdb, keys, cfg.Logger)
 	s.writers.start()
-	s.events = startEvents(rdb, keys, &s.soldOut, cfg.Logger)
+	s.events = gate.StartEvents(rdb, keys, &s.soldOut, cfg.Logger)
 	s.startSweeper()
 	return s, nil
 }
@@ -192,10 +194,10 @@ func (s *Service) Close() {
 		s.sweeper.Wait()
 		s.writers.close()
 		s.fsync.close()
-		s.gate.Close()
+		s.lua.Close()
 		s.locked.close()
-		s.events.close()
-		s.batch.close()
+		s.events.Close()
+		s.pipe.Close()
 	})
 }
 
@@ -217,7 +219,7 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 	}
 	// The item is in the database, which is what counts; a gate that could
 	// not be seeded now is rebuilt by the first order.
-	if err := s.gate.seed(ctx, it.ID); err != nil {
+	if err := s.lua.seed(ctx, it.ID); err != nil {
 		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
 	}
 	if it.Strategy == stock.StrategyLuaAsync {
@@ -265,14 +267,14 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 	old, updated, err := s.store.SetStock(ctx, id, n, func(old *stock.Item) error {
 		// lua-async has promised the units its queue holds: never below them.
 		strict := old.Strategy == stock.StrategyLuaAsync && n < old.Stock
-		res, err := s.setGateStock(ctx, id, n, strict)
-		touched = err != nil || res == gateStockSet
+		res, err := s.gate.SetStock(ctx, id, n, strict)
+		touched = err != nil || res == gate.StockSet
 		switch {
 		case err != nil:
 			return err
-		case res == gateStockRefused:
+		case res == gate.StockRefused:
 			return fmt.Errorf("stock %d is below the units sold or queued for writing: %w", n, stock.ErrStockBelowSold)
-		case res == gateStockMissing && strict:
+		case res == gate.StockMissing && strict:
 			return fmt.Errorf("redis: the gate of item %d vanished, so its queued orders cannot be counted; repeat the request: %w", id, stock.ErrUnavailable)
 		}
 		return nil
@@ -282,7 +284,7 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), returnTimeout)
 			defer cancel()
 			if rerr := s.syncGateStock(rctx, id); rerr != nil {
-				s.soldOut.forget(id)
+				s.soldOut.Forget(id)
 				s.cfg.Logger.WarnContext(ctx, "gate stock not set back from the database after a failed change; reconcile the item",
 					"item", id, "err", rerr)
 			}
@@ -296,43 +298,14 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 // ensureGate rebuilds the gate of a gated item if Redis lost it, the way
 // its strategy needs (see rebuildGate).
 func (s *Service) ensureGate(ctx context.Context, it *stock.Item) error {
-	n, err := s.rdb.Exists(ctx, s.keys.meta(it.ID)).Result()
+	n, err := s.rdb.Exists(ctx, s.keys.Meta(it.ID)).Result()
 	if err != nil {
-		return redisError("check gate", err)
+		return gate.Error("check gate", err)
 	}
 	if n == 1 {
 		return nil
 	}
 	return s.rebuildGate(ctx, it.ID, it.Strategy)
-}
-
-// What setstock.lua did.
-type gateStockResult int
-
-const (
-	gateStockSet gateStockResult = iota
-	gateStockMissing
-	gateStockRefused
-)
-
-// setGateStock sets the stock in an item's gate; an absent gate stays
-// absent (the next order rebuilds it from the database). strict refuses a
-// stock below what the gate has taken.
-func (s *Service) setGateStock(ctx context.Context, id, units int64, strict bool) (gateStockResult, error) {
-	flag := "0"
-	if strict {
-		flag = "1"
-	}
-	n, err := setStockScript.Run(ctx, s.rdb, []string{s.keys.meta(id)}, units, flag).Int()
-	switch {
-	case err != nil:
-		return gateStockSet, redisError("set stock", err)
-	case n < 0:
-		return gateStockRefused, nil
-	case n == 0:
-		return gateStockMissing, nil
-	}
-	return gateStockSet, nil
 }
 
 // syncGateStock writes the database's stock to the item's gate, holding
@@ -343,7 +316,7 @@ func (s *Service) syncGateStock(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.setGateStock(ctx, id, units, false)
+		_, err = s.gate.SetStock(ctx, id, units, false)
 		return err
 	})
 }
@@ -373,7 +346,7 @@ func (s *Service) PlaceOrder(ctx context.Context, req stock.OrderRequest) (o *st
 	if it.Strategy == stock.StrategyLuaAsync {
 		return s.placeAsync(ctx, it, req)
 	}
-	if req.IdempotencyKey != "" && s.soldOut.soldOut(it.ID) {
+	if req.IdempotencyKey != "" && s.soldOut.SoldOut(it.ID) {
 		return s.soldOutKeyed(ctx, it, req)
 	}
 	state := ""
@@ -398,8 +371,8 @@ func (s *Service) PlaceOrder(ctx context.Context, req stock.OrderRequest) (o *st
 	if req.IdempotencyKey != "" {
 		committed = func(o *stock.Order) { s.settle(ctx, req, o.ID) }
 	}
-	gen := s.soldOut.generation(it.ID)
-	if s.soldOut.soldOut(it.ID) {
+	gen := s.soldOut.Generation(it.ID)
+	if s.soldOut.SoldOut(it.ID) {
 		err = stock.ErrSoldOut
 	} else if o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String(), committed); errors.Is(err, stock.ErrSoldOut) {
 		s.markSoldOut(ctx, it.ID, gen)
@@ -417,20 +390,33 @@ func (s *Service) PlaceOrder(ctx context.Context, req stock.OrderRequest) (o *st
 
 // markSoldOut remembers that item id is sold out, as learned by a request
 // that noted gen, and tells the other instances.
-func (s *Service) markSoldOut(ctx context.Context, id int64, gen memoGen) {
-	if news, seq := s.soldOut.mark(id, gen); news {
+func (s *Service) markSoldOut(ctx context.Context, id int64, gen gate.MemoGen) {
+	if news, seq := s.soldOut.Mark(id, gen); news {
 		// The other instances may mark it too; if they miss it, they
 		// learn it themselves.
-		if perr := s.events.soldOut(ctx, id, seq, gen); perr != nil {
+		if perr := s.events.SoldOut(ctx, id, seq, gen); perr != nil {
 			s.cfg.Logger.DebugContext(ctx, "sold out not announced", "item", id, "err", perr)
 		}
 	}
 }
 
+// restocked makes this and every other instance forget that item id is sold
+// out: units of it are available again.
+func (s *Service) restocked(ctx context.Context, id int64) {
+	seq, err := s.events.Restock(ctx, id)
+	if err != nil {
+		s.soldOut.Forget(id)
+		s.cfg.Logger.WarnContext(ctx, "restock not announced; other instances may refuse the item for a few seconds more",
+			"item", id, "err", err)
+		return
+	}
+	s.soldOut.Restocked(id, seq)
+}
+
 // KnownSoldOut reports whether this process knows the item is sold out: it
 // saw it, or another instance said so, and no restock has been announced
 // since (within the memo's bounds, see soldout.go). It costs no round trip.
-func (s *Service) KnownSoldOut(itemID int64) bool { return s.soldOut.soldOut(itemID) }
+func (s *Service) KnownSoldOut(itemID int64) bool { return s.soldOut.SoldOut(itemID) }
 
 // routing returns the immutable fields of an item, from cache when it can.
 func (s *Service) routing(ctx context.Context, id int64) (*stock.Item, error) {
@@ -455,7 +441,7 @@ func (s *Service) routing(ctx context.Context, id int64) (*stock.Item, error) {
 // Ready reports whether Redis and the database both answer.
 func (s *Service) Ready(ctx context.Context) error {
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return redisError("ping", err)
+		return gate.Error("ping", err)
 	}
 	return s.store.Ping(ctx)
 }

@@ -17,7 +17,7 @@ import (
 // gateStock reads the stock field of an item's gate ("" without a gate).
 func gateStock(t *testing.T, rdb *redis.Client, s *Service, id int64) string {
 	t.Helper()
-	v, err := rdb.HGet(context.Background(), s.keys.meta(id), "stock").Result()
+	v, err := rdb.HGet(context.Background(), s.keys.Meta(id), "stock").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}
@@ -99,10 +99,10 @@ func TestLoweringStockCountsTheQueueWhenTheGateIsMissing(t *testing.T) {
 		it := createAsyncItem(t, api, 10)
 		ids := queueOrders(t, api, it.ID, 6, "Queued")
 		rdb := b.Redis(t)
-		if err := rdb.Del(ctx, api.keys.meta(it.ID)).Err(); err != nil {
+		if err := rdb.Del(ctx, api.keys.Meta(it.ID)).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := rdb.XLen(ctx, api.keys.stream(it.ID)).Result(); err != nil || n != 6 {
+		if n, err := rdb.XLen(ctx, api.keys.Stream(it.ID)).Result(); err != nil || n != 6 {
 			t.Fatalf("stream: got %d entries %v, want 6", n, err)
 		}
 
@@ -145,7 +145,7 @@ func TestReconcileDuringStockChangesKeepsTheGateEqualToTheDatabase(t *testing.T)
 		mismatches := 0
 		for i := 0; i < 200; i++ {
 			// Drift for the reconcile to repair: the gate lost its count.
-			if err := rdb.HSet(ctx, s.keys.meta(it.ID), "taken", 7).Err(); err != nil {
+			if err := rdb.HSet(ctx, s.keys.Meta(it.ID), "taken", 7).Err(); err != nil {
 				t.Fatal(err)
 			}
 			n := int64(100 + i%2*50)

@@ -1,8 +1,7 @@
-package shop
+package gate
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,12 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-)
-
-var (
-	//go:embed lua/restock.lua
-	restockSrc    string
-	restockScript = redis.NewScript(restockSrc)
 )
 
 // The events channel (<prefix>:events) carries two messages:
@@ -37,12 +30,12 @@ const (
 	eventsRetryMax = 2 * time.Second
 )
 
-// events keeps this process's sold-out memo in step with the other
+// Events keeps this process's sold-out memo in step with the other
 // instances through Redis pub/sub. Its goroutine is stopped by close.
-type events struct {
+type Events struct {
 	rdb  redis.UniversalClient
-	keys keyspace
-	memo *soldOutMemo
+	keys Keys
+	memo *Memo
 	log  *slog.Logger
 
 	cancel context.CancelFunc
@@ -52,15 +45,17 @@ type events struct {
 	closed bool
 }
 
-func startEvents(rdb redis.UniversalClient, keys keyspace, memo *soldOutMemo, log *slog.Logger) *events {
+// StartEvents subscribes to the events channel and applies it to memo
+// until Close.
+func StartEvents(rdb redis.UniversalClient, keys Keys, memo *Memo, log *slog.Logger) *Events {
 	ctx, cancel := context.WithCancel(context.Background())
-	e := &events{rdb: rdb, keys: keys, memo: memo, log: log, cancel: cancel, done: make(chan struct{})}
+	e := &Events{rdb: rdb, keys: keys, memo: memo, log: log, cancel: cancel, done: make(chan struct{})}
 	go e.listen(ctx)
 	return e
 }
 
-// close stops the subscription and waits for its goroutine.
-func (e *events) close() {
+// Close stops the subscription and waits for its goroutine.
+func (e *Events) Close() {
 	e.cancel() // aborts a dial in progress
 	e.mu.Lock()
 	e.closed = true
@@ -73,7 +68,7 @@ func (e *events) close() {
 
 // open starts a new subscription (it connects on first use), or returns nil
 // once closed.
-func (e *events) open(ctx context.Context) *redis.PubSub {
+func (e *Events) open(ctx context.Context) *redis.PubSub {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -87,7 +82,7 @@ func (e *events) open(ctx context.Context) *redis.PubSub {
 // and resubscribes after an error; every confirmed subscription clears the
 // memo, since messages may have been lost before it. A subscription that
 // stops answering pings is replaced.
-func (e *events) listen(ctx context.Context) {
+func (e *Events) listen(ctx context.Context) {
 	defer close(e.done)
 	defer e.memo.unsubscribe()
 	var ps *redis.PubSub
@@ -98,7 +93,7 @@ func (e *events) listen(ctx context.Context) {
 			if ps = e.open(ctx); ps == nil {
 				return
 			}
-			if err := ps.Subscribe(ctx, e.keys.events()); err != nil && ctx.Err() == nil {
+			if err := ps.Subscribe(ctx, e.keys.Events()); err != nil && ctx.Err() == nil {
 				e.log.Debug("events: subscribe", "err", err)
 			}
 		}
@@ -133,7 +128,7 @@ func (e *events) listen(ctx context.Context) {
 		retry = 50 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" && m.Channel == e.keys.events() {
+			if m.Kind == "subscribe" && m.Channel == e.keys.Events() {
 				e.memo.subscribe()
 			}
 		case *redis.Message:
@@ -143,7 +138,7 @@ func (e *events) listen(ctx context.Context) {
 }
 
 // apply updates the memo from one message; malformed ones are ignored.
-func (e *events) apply(payload string) {
+func (e *Events) apply(payload string) {
 	f := strings.Fields(payload)
 	num := func(i int) (int64, bool) {
 		if i >= len(f) {
@@ -159,7 +154,7 @@ func (e *events) apply(payload string) {
 	}
 	switch f[0] {
 	case "restock":
-		e.memo.restocked(id, seq)
+		e.memo.Restocked(id, seq)
 	case "soldout":
 		if noted, ok := num(3); ok {
 			e.memo.markRemote(id, seq, time.UnixMicro(noted))
@@ -167,34 +162,21 @@ func (e *events) apply(payload string) {
 	}
 }
 
-// restocked makes this and every other instance forget that item id is sold
-// out: units of it are available again.
-func (s *Service) restocked(ctx context.Context, id int64) {
-	seq, err := s.events.restock(ctx, id)
-	if err != nil {
-		s.soldOut.forget(id)
-		s.cfg.Logger.WarnContext(ctx, "restock not announced; other instances may refuse the item for a few seconds more",
-			"item", id, "err", err)
-		return
-	}
-	s.soldOut.restocked(id, seq)
-}
-
-// soldOut tells the other instances that item id is sold out, as learned by
+// SoldOut tells the other instances that item id is sold out, as learned by
 // a request that noted g and knew restock number seq.
-func (e *events) soldOut(ctx context.Context, id, seq int64, g memoGen) error {
+func (e *Events) SoldOut(ctx context.Context, id, seq int64, g MemoGen) error {
 	msg := fmt.Sprintf("soldout %d %d %d", id, seq, g.at.UnixMicro())
-	if err := e.rdb.Publish(ctx, e.keys.events(), msg).Err(); err != nil {
-		return redisError("publish sold out", err)
+	if err := e.rdb.Publish(ctx, e.keys.Events(), msg).Err(); err != nil {
+		return Error("publish sold out", err)
 	}
 	return nil
 }
 
-// restock numbers and publishes a restock of item id, and returns its number.
-func (e *events) restock(ctx context.Context, id int64) (int64, error) {
-	n, err := restockScript.Run(ctx, e.rdb, []string{e.keys.restocks(id)}, e.keys.events(), id).Int64()
+// Restock numbers and publishes a restock of item id, and returns its number.
+func (e *Events) Restock(ctx context.Context, id int64) (int64, error) {
+	n, err := restockScript.Run(ctx, e.rdb, []string{e.keys.Restocks(id)}, e.keys.Events(), id).Int64()
 	if err != nil {
-		return 0, redisError("publish restock", err)
+		return 0, Error("publish restock", err)
 	}
 	return n, nil
 }

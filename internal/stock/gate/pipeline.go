@@ -1,4 +1,4 @@
-package shop
+package gate
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/seckill/seckill/internal/stock"
 )
 
-// batcher sends the Redis calls of concurrent requests in shared round
+// Pipeline sends the Redis calls of concurrent requests in shared round
 // trips. In a stampede, requests arrive faster than Redis answers; instead
 // of one write and one read per request on both sides, each of a few loops
 // takes every call that is waiting and sends them as one pipeline. A call
@@ -19,15 +19,9 @@ import (
 // batched. Every call sent this way must be safe to send again (go-redis
 // resends a pipeline after a network error): the gate scripts are, they
 // find their own order id.
-// batchLoops pipelines may be in flight at once, of at most batchMax calls.
-const (
-	batchLoops = 4
-	batchMax   = 64
-)
-
-type batcher struct {
+type Pipeline struct {
 	rdb   redis.UniversalClient
-	calls chan *batchCall
+	calls chan *call
 	max   int
 	stop  chan struct{}
 	once  sync.Once
@@ -36,7 +30,7 @@ type batcher struct {
 	settling sync.WaitGroup
 }
 
-type batchCall struct {
+type call struct {
 	ctx   context.Context
 	build func(ctx context.Context, p redis.Pipeliner)
 	// settle, when set, runs once the call has been answered if its caller
@@ -56,25 +50,54 @@ const (
 	callAbandoned
 )
 
-// newBatcher runs loops senders of at most max calls each.
-func newBatcher(rdb redis.UniversalClient, loops, max int) *batcher {
-	b := &batcher{rdb: rdb, calls: make(chan *batchCall, 4*max), max: max, stop: make(chan struct{})}
-	for i := 0; i < loops; i++ {
+// Defaults of PipelineOptions.
+const (
+	// DefaultPipelineSenders is how many pipelines may be in flight at once.
+	DefaultPipelineSenders = 4
+	// DefaultPipelineMaxCalls is the most calls one pipeline carries.
+	DefaultPipelineMaxCalls = 64
+)
+
+// PipelineOptions tunes a Pipeline. A nil *PipelineOptions means every
+// default; so does a zero field.
+type PipelineOptions struct {
+	// Senders is how many pipelines may be in flight at once. Default
+	// DefaultPipelineSenders (4).
+	Senders int
+	// MaxCalls is the most calls one pipeline carries. Default
+	// DefaultPipelineMaxCalls (64).
+	MaxCalls int
+}
+
+// NewPipeline starts the senders; Close stops them.
+func NewPipeline(rdb redis.UniversalClient, opts *PipelineOptions) *Pipeline {
+	var o PipelineOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Senders <= 0 {
+		o.Senders = DefaultPipelineSenders
+	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = DefaultPipelineMaxCalls
+	}
+	b := &Pipeline{rdb: rdb, calls: make(chan *call, 4*o.MaxCalls), max: o.MaxCalls, stop: make(chan struct{})}
+	for i := 0; i < o.Senders; i++ {
 		b.wg.Add(1)
 		go b.loop()
 	}
 	return b
 }
 
-// do queues build, which adds the call's commands to a pipeline, and waits
+// Do queues build, which adds the call's commands to a pipeline, and waits
 // until they have been answered; the caller reads its commands. An error
 // means the commands were not sent, or that ctx ended first: then they may
 // still run, and settle (when not nil) runs once they have been answered,
 // so a call whose effect needs its answer (a reservation) is settled
 // whatever happened to its caller. A call that was never sent is not
 // settled: it did nothing.
-func (b *batcher) do(ctx context.Context, build func(ctx context.Context, p redis.Pipeliner), settle func()) error {
-	c := &batchCall{ctx: ctx, build: build, settle: settle, done: make(chan struct{})}
+func (b *Pipeline) Do(ctx context.Context, build func(ctx context.Context, p redis.Pipeliner), settle func()) error {
+	c := &call{ctx: ctx, build: build, settle: settle, done: make(chan struct{})}
 	select {
 	case b.calls <- c:
 	case <-ctx.Done():
@@ -94,9 +117,9 @@ func (b *batcher) do(ctx context.Context, build func(ctx context.Context, p redi
 	}
 }
 
-func (b *batcher) loop() {
+func (b *Pipeline) loop() {
 	defer b.wg.Done()
-	batch := make([]*batchCall, 0, b.max)
+	batch := make([]*call, 0, b.max)
 	for {
 		select {
 		case <-b.stop:
@@ -118,7 +141,7 @@ func (b *batcher) loop() {
 }
 
 // send runs one pipeline of the calls whose requests still wait.
-func (b *batcher) send(batch []*batchCall) {
+func (b *Pipeline) send(batch []*call) {
 	pipe := b.rdb.Pipeline()
 	ctx := context.Background() // each call's answer is bounded by the client's timeouts
 	for _, c := range batch {
@@ -143,22 +166,22 @@ func (b *batcher) send(batch []*batchCall) {
 	}
 }
 
-// close stops the loops, then waits for the settling of abandoned calls;
+// Close stops the senders, then waits for the settling of abandoned calls;
 // calls not yet taken are refused.
-func (b *batcher) close() {
+func (b *Pipeline) Close() {
 	b.once.Do(func() { close(b.stop) })
 	b.wg.Wait()
 	b.settling.Wait()
 }
 
-// runScript runs script through the batcher: EVALSHA in a shared pipeline,
+// RunScript runs script through the pipeline: EVALSHA in a shared pipeline,
 // and, if Redis lost its script cache (NOSCRIPT means it did not run), loads
-// it and sends it once more. settle is as for do: it runs when the caller's
+// it and sends it once more. settle is as for Do: it runs when the caller's
 // context ended while the script was in flight.
-func (b *batcher) runScript(ctx context.Context, script *redis.Script, settle func(), keys []string, args ...any) *redis.Cmd {
+func (b *Pipeline) RunScript(ctx context.Context, script *redis.Script, settle func(), keys []string, args ...any) *redis.Cmd {
 	for attempt := 0; ; attempt++ {
 		var cmd *redis.Cmd
-		err := b.do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		err := b.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
 			cmd = p.EvalSha(ctx, script.Hash(), keys, args...)
 		}, settle)
 		if err != nil {

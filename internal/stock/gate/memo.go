@@ -1,4 +1,4 @@
-package shop
+package gate
 
 import (
 	"sync"
@@ -6,7 +6,7 @@ import (
 )
 
 // How long this process trusts a "sold out" without asking Redis or the
-// database again. Subscribed to the events channel (events.go), every
+// database again. Subscribed to the events channel (see Events), every
 // restock anywhere reaches every instance, so a "sold out" holds until one
 // does; soldOutSafety only bounds it in case a message is lost on a
 // subscription that looked healthy. Without the subscription (before it is
@@ -17,7 +17,7 @@ const (
 	soldOutSafety = 10 * time.Second
 )
 
-// soldOutMemo remembers which items are sold out, so the stampede after a
+// Memo remembers which items are sold out, so the stampede after a
 // sell-out is refused without a round trip.
 //
 // Each restock of an item starts a new generation, and a "sold out" learned
@@ -29,7 +29,7 @@ const (
 // since Redis delivered that restock first only if it was published first.
 // A (re)subscription may have lost messages: it voids every mark, and
 // marks from requests noted before it.
-type soldOutMemo struct {
+type Memo struct {
 	mu         sync.RWMutex
 	items      map[int64]soldOutEntry
 	epoch      uint64    // bumped by every confirmed subscription
@@ -46,13 +46,13 @@ type soldOutEntry struct {
 	at  time.Time // when it was known sold out; zero: it is not
 }
 
-// memoGen is what a request notes before it asks whether stock is left.
-type memoGen struct {
+// MemoGen is what a request notes before it asks whether stock is left.
+type MemoGen struct {
 	epoch, gen uint64
 	at         time.Time
 }
 
-func (m *soldOutMemo) clock() time.Time {
+func (m *Memo) clock() time.Time {
 	if m.now != nil {
 		return m.now()
 	}
@@ -60,7 +60,7 @@ func (m *soldOutMemo) clock() time.Time {
 }
 
 // fresh reports whether e says sold out at now; m.mu is held.
-func (m *soldOutMemo) fresh(e soldOutEntry, now time.Time) bool {
+func (m *Memo) fresh(e soldOutEntry, now time.Time) bool {
 	if e.at.IsZero() {
 		return false
 	}
@@ -74,24 +74,24 @@ func (m *soldOutMemo) fresh(e soldOutEntry, now time.Time) bool {
 	return now.Sub(e.at) < trust
 }
 
-func (m *soldOutMemo) entries() map[int64]soldOutEntry {
+func (m *Memo) entries() map[int64]soldOutEntry {
 	if m.items == nil {
 		m.items = map[int64]soldOutEntry{}
 	}
 	return m.items
 }
 
-// generation is what a request notes before it asks whether stock is left.
-func (m *soldOutMemo) generation(id int64) memoGen {
+// Generation is what a request notes before it asks whether stock is left.
+func (m *Memo) Generation(id int64) MemoGen {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return memoGen{epoch: m.epoch, gen: m.items[id].gen, at: m.clock()}
+	return MemoGen{epoch: m.epoch, gen: m.items[id].gen, at: m.clock()}
 }
 
-// mark remembers a "sold out" learned by a request that noted g. It returns
+// Mark remembers a "sold out" learned by a request that noted g. It returns
 // whether this is news (the item was not known sold out) and the restock
 // number the request knew: what to tell the other instances.
-func (m *soldOutMemo) mark(id int64, g memoGen) (news bool, seq int64) {
+func (m *Memo) Mark(id int64, g MemoGen) (news bool, seq int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entries()[id]
@@ -107,7 +107,7 @@ func (m *soldOutMemo) mark(id int64, g memoGen) (news bool, seq int64) {
 
 // markRemote applies another instance's "sold out", learned by a request
 // that knew restock number seq and noted its generation at noted.
-func (m *soldOutMemo) markRemote(id, seq int64, noted time.Time) {
+func (m *Memo) markRemote(id, seq int64, noted time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entries()[id]
@@ -127,9 +127,9 @@ func (m *soldOutMemo) markRemote(id, seq int64, noted time.Time) {
 	m.items[id] = e
 }
 
-// restocked starts a new generation after restock number seq; seq 0 is a
+// Restocked starts a new generation after restock number seq; seq 0 is a
 // change whose number is not known (its announcement failed).
-func (m *soldOutMemo) restocked(id, seq int64) {
+func (m *Memo) Restocked(id, seq int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entries()[id]
@@ -142,12 +142,12 @@ func (m *soldOutMemo) restocked(id, seq int64) {
 	m.items[id] = e
 }
 
-// forget starts a new generation after a change this process made.
-func (m *soldOutMemo) forget(id int64) { m.restocked(id, 0) }
+// Forget starts a new generation after a change this process made.
+func (m *Memo) Forget(id int64) { m.Restocked(id, 0) }
 
-// subscribed records a confirmed (re)subscription. Messages may have been
+// subscribe records a confirmed (re)subscription. Messages may have been
 // lost before it, so everything known is dropped.
-func (m *soldOutMemo) subscribe() {
+func (m *Memo) subscribe() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.epoch++
@@ -161,21 +161,40 @@ func (m *soldOutMemo) subscribe() {
 
 // unsubscribe records that the subscription failed: marks are trusted for
 // soldOutAlone until the next confirmed subscription.
-func (m *soldOutMemo) unsubscribe() {
+func (m *Memo) unsubscribe() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.subscribed = false
 }
 
-func (m *soldOutMemo) isSubscribed() bool {
+// Subscribed reports whether the events subscription is confirmed and
+// healthy.
+func (m *Memo) Subscribed() bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.subscribed
 }
 
-func (m *soldOutMemo) soldOut(id int64) bool {
+// SoldOut reports whether item id is known sold out (see the package's
+// trust bounds, soldOutAlone and soldOutSafety). It costs no round trip.
+func (m *Memo) SoldOut(id int64) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e, ok := m.items[id]
 	return ok && m.fresh(e, m.clock())
+}
+
+// SetSafety replaces soldOutSafety, the trust in a mark while subscribed
+// (tests: zero restores it). Call it before the memo is in use.
+func (m *Memo) SetSafety(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.safety = d
+}
+
+// SetClock replaces time.Now for the memo (tests: nil restores it).
+func (m *Memo) SetClock(now func() time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.now = now
 }
