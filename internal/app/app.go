@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/metrics"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/shop"
 	"github.com/seckill/seckill/internal/stock/store"
 )
@@ -89,7 +90,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		DefaultStrategy: stock.StrategyName(cfg.Strategy), KeyPrefix: cfg.KeyPrefix, LockWait: lockWait, Logger: log,
 		RequestTimeout: reqTimeout, WriteTimeout: dbTimeout,
 		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
-		Async: shop.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
+		Queue: queue.Config{Writers: cfg.Writers, Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
 			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(cfg.CrashAfterCommit),
 			Durability: cfg.AsyncDurability},
 		Lifecycle: a.metrics})
@@ -112,18 +113,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	shop := readyShop{Service: a.service, ready: newReadinessCache(a.service, readinessTTL, time.Second)}
 	a.handler = handler.New(shop, hcfg)
 	return a, nil
-}
-
-// writerCount is Config.Writers as stock wants it: 0 is the default 2,
-// -1 none.
-func writerCount(n int) int {
-	switch {
-	case n == 0:
-		return 2
-	case n < 0:
-		return 0
-	}
-	return n
 }
 
 func randomToken() string {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -36,10 +37,10 @@ func placeAsync(t *testing.T, s *Service, itemID int64, prefix string, n int) []
 func readAsDeadWriter(t *testing.T, rdb *redis.Client, stream, consumer string, want int) {
 	t.Helper()
 	ctx := context.Background()
-	if err := rdb.XGroupCreateMkStream(ctx, stream, asyncGroup, "0").Err(); err != nil {
+	if err := rdb.XGroupCreateMkStream(ctx, stream, queue.Group, "0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	read, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: asyncGroup, Consumer: consumer,
+	read, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: queue.Group, Consumer: consumer,
 		Streams: []string{stream, ">"}, Count: 1000}).Result()
 	if err != nil || len(read) != 1 || len(read[0].Messages) != want {
 		t.Fatalf("dead writer read %v %v, want %d entries", read, err, want)
@@ -67,7 +68,7 @@ func TestDeadWriterTakenOverWithinALease(t *testing.T) {
 		// Each entry was delivered twice (the dead writer, the survivor),
 		// and the dead writer is gone from the group.
 		ctx := context.Background()
-		infos, err := rdb.XInfoConsumers(ctx, api.keys.Stream(it.ID), asyncGroup).Result()
+		infos, err := rdb.XInfoConsumers(ctx, api.keys.Stream(it.ID), queue.Group).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,12 +106,12 @@ func TestConcurrentTakeoversClaimEachEntryOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				taker := fmt.Sprintf("taker%d", i)
-				res, err := takeoverScript.Run(ctx, rdb, []string{stream}, asyncGroup, "dead", taker, 0, 500).Slice()
+				res, err := queue.TakeoverScript().Run(ctx, rdb, []string{stream}, queue.Group, "dead", taker, 0, 500).Slice()
 				if err != nil {
 					t.Errorf("%s: takeover: %v", taker, err)
 					return
 				}
-				_, msgs, err := parseTakeover(res)
+				_, msgs, err := queue.ParseTakeover(res)
 				if err != nil {
 					t.Errorf("%s: %v", taker, err)
 					return
@@ -129,7 +130,7 @@ func TestConcurrentTakeoversClaimEachEntryOnce(t *testing.T) {
 		if len(claimedBy) != 60 {
 			t.Errorf("got %d entries claimed, want 60", len(claimedBy))
 		}
-		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: asyncGroup, Start: "-", End: "+", Count: 1000}).Result()
+		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: queue.Group, Start: "-", End: "+", Count: 1000}).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +139,7 @@ func TestConcurrentTakeoversClaimEachEntryOnce(t *testing.T) {
 				t.Errorf("entry %s: delivered %d times, owned by %s; want 2, %s", p.ID, p.RetryCount, p.Consumer, claimedBy[p.ID])
 			}
 		}
-		infos, err := rdb.XInfoConsumers(ctx, stream, asyncGroup).Result()
+		infos, err := rdb.XInfoConsumers(ctx, stream, queue.Group).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,20 +163,20 @@ func TestRenewKeepsCountAndOwnership(t *testing.T) {
 		rdb := b.Redis(t)
 		stream := api.keys.Stream(it.ID)
 		readAsDeadWriter(t, rdb, stream, "a", 2)
-		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: asyncGroup, Start: "-", End: "+", Count: 10}).Result()
+		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: queue.Group, Start: "-", End: "+", Count: 10}).Result()
 		if err != nil || len(pend) != 2 {
 			t.Fatalf("pending: %v %v", pend, err)
 		}
 		// b claims the second entry.
-		if err := rdb.XClaim(ctx, &redis.XClaimArgs{Stream: stream, Group: asyncGroup, Consumer: "b", Messages: []string{pend[1].ID}}).Err(); err != nil {
+		if err := rdb.XClaim(ctx, &redis.XClaimArgs{Stream: stream, Group: queue.Group, Consumer: "b", Messages: []string{pend[1].ID}}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < 5; i++ {
-			if err := renewScript.Run(ctx, rdb, []string{stream}, asyncGroup, "a", 500).Err(); err != nil {
+			if err := queue.RenewScript().Run(ctx, rdb, []string{stream}, queue.Group, "a", 500).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		got, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: asyncGroup, Start: "-", End: "+", Count: 10}).Result()
+		got, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: queue.Group, Start: "-", End: "+", Count: 10}).Result()
 		if err != nil || len(got) != 2 {
 			t.Fatalf("pending: %v %v", got, err)
 		}
@@ -203,7 +204,7 @@ func TestDatabaseStallStealsNothing(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i := 0; i < 2; i++ {
 		s, err := NewService(st, b.Redis(t), Config{KeyPrefix: b.KeyPrefix, Logger: quiet,
-			Async: AsyncConfig{Writers: 2, ClaimIdle: 2 * time.Second}})
+			Queue: queue.Config{Writers: 2, ClaimIdle: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +263,7 @@ func watchPendingDuring(t *testing.T, rdb *redis.Client, stream string, d time.D
 	var maxCount int64
 	owners := map[string]bool{}
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: asyncGroup, Start: "-", End: "+", Count: 1000}).Result()
+		pend, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: queue.Group, Start: "-", End: "+", Count: 1000}).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,11 +286,11 @@ func TestIdleConsumersOfGoneProcessesForgotten(t *testing.T) {
 		it := createAsyncItem(t, api, 10)
 		rdb := b.Redis(t)
 		stream := api.keys.Stream(it.ID)
-		if err := rdb.XGroupCreateMkStream(ctx, stream, asyncGroup, "0").Err(); err != nil {
+		if err := rdb.XGroupCreateMkStream(ctx, stream, queue.Group, "0").Err(); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []string{"gone-1-aa-w0", "gone-1-aa-claim"} {
-			if err := rdb.XGroupCreateConsumer(ctx, stream, asyncGroup, c).Err(); err != nil {
+			if err := rdb.XGroupCreateConsumer(ctx, stream, queue.Group, c).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -298,7 +299,7 @@ func TestIdleConsumersOfGoneProcessesForgotten(t *testing.T) {
 		awaitWritten(t, api, ids, 10*time.Second)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			infos, err := rdb.XInfoConsumers(ctx, stream, asyncGroup).Result()
+			infos, err := rdb.XInfoConsumers(ctx, stream, queue.Group).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -306,7 +307,7 @@ func TestIdleConsumersOfGoneProcessesForgotten(t *testing.T) {
 			for _, c := range infos {
 				if strings.HasPrefix(c.Name, "gone-") {
 					gone = append(gone, c.Name)
-				} else if strings.HasPrefix(c.Name, live.writers.name) {
+				} else if strings.HasPrefix(c.Name, live.queue.ConsumerPrefix()) {
 					mine = append(mine, c.Name)
 				}
 			}

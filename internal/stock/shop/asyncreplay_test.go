@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -18,7 +19,7 @@ func TestAsyncReplayAfterClaimLost(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s := newTestService(t, b, Config{Async: AsyncConfig{Writers: 1}}, nil)
+		s := newTestService(t, b, Config{Queue: queue.Config{Writers: 1}}, nil)
 		rdb := b.Redis(t)
 		it, err := s.CreateItem(ctx, stock.NewItem{Name: "async replay", Stock: 5, Strategy: stock.StrategyLuaAsync})
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -21,9 +22,12 @@ import (
 // (0: none, this process only admits) and claim idle time.
 func asyncService(t *testing.T, b testenv.Backend, st *store.Store, writers int, claimIdle time.Duration, maxDeliveries int) *Service {
 	t.Helper()
+	if writers == 0 {
+		writers = queue.NoWriters
+	}
 	s, err := NewService(st, b.Redis(t), Config{KeyPrefix: b.KeyPrefix,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Async:  AsyncConfig{Writers: writers, ClaimIdle: claimIdle, MaxDeliveries: maxDeliveries}})
+		Queue:  queue.Config{Writers: writers, ClaimIdle: claimIdle, MaxDeliveries: maxDeliveries}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +93,10 @@ func TestWritersClaimTheEntriesOfADeadWriter(t *testing.T) {
 		// The dead writer: reads everything, acknowledges nothing.
 		rdb := b.Redis(t)
 		stream := api.keys.Stream(it.ID)
-		if err := rdb.XGroupCreateMkStream(ctx, stream, asyncGroup, "0").Err(); err != nil {
+		if err := rdb.XGroupCreateMkStream(ctx, stream, queue.Group, "0").Err(); err != nil {
 			t.Fatal(err)
 		}
-		read, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: asyncGroup, Consumer: "dead-writer",
+		read, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: queue.Group, Consumer: "dead-writer",
 			Streams: []string{stream, ">"}, Count: 1000}).Result()
 		if err != nil || len(read[0].Messages) != 50 {
 			t.Fatalf("dead writer read: %v %v", len(read), err)
@@ -139,18 +143,18 @@ func TestDeadLettersAndRequeue(t *testing.T) {
 		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{"o": "not-an-id", "u": "x", "t": "1"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := rdb.XGroupCreateMkStream(ctx, stream, asyncGroup, "0").Err(); err != nil {
+		if err := rdb.XGroupCreateMkStream(ctx, stream, queue.Group, "0").Err(); err != nil {
 			t.Fatal(err)
 		}
 		// Three writers in turn take the order and die: four deliveries.
-		msgs, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: asyncGroup, Consumer: "w0",
+		msgs, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: queue.Group, Consumer: "w0",
 			Streams: []string{stream, ">"}, Count: 1}).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		entry := msgs[0].Messages[0].ID
 		for i := 1; i <= 3; i++ {
-			if err := rdb.XClaim(ctx, &redis.XClaimArgs{Stream: stream, Group: asyncGroup,
+			if err := rdb.XClaim(ctx, &redis.XClaimArgs{Stream: stream, Group: queue.Group,
 				Consumer: fmt.Sprintf("w%d", i), Messages: []string{entry}}).Err(); err != nil {
 				t.Fatal(err)
 			}

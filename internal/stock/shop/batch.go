@@ -25,9 +25,6 @@ const (
 	defaultWriteTimeout   = time.Second
 )
 
-// batchTimeout bounds one lua-async batch's transaction (asyncwriter.go).
-const batchTimeout = 5 * time.Second
-
 // answerMargin is the time a batch leaves its earliest caller between the
 // end of its transaction and that caller's deadline: enough to settle and
 // deliver the answer, so no caller waits past its deadline.

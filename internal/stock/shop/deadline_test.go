@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/gate"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -257,19 +258,19 @@ func TestEnqueueInFlightWhenContextEnds(t *testing.T) {
 		rdb := b.Redis(t)
 		trap := &pipelineTrap{}
 		rdb.AddHook(trap)
-		s := newTestService(t, b, Config{Async: AsyncConfig{Writers: 1}}, rdb)
+		s := newTestService(t, b, Config{Queue: queue.Config{Writers: 1}}, rdb)
 		bg := context.Background()
 		it, err := s.CreateItem(bg, stock.NewItem{Name: "queued", Stock: 2, Strategy: stock.StrategyLuaAsync})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := enqueueScript.Load(bg, rdb).Err(); err != nil {
+		if err := queue.EnqueueScript().Load(bg, rdb).Err(); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(bg)
 		defer cancel()
 		returned := make(chan struct{})
-		sent := trap.arm(isScript(enqueueScript), func() {
+		sent := trap.arm(isScript(queue.EnqueueScript()), func() {
 			cancel()
 			select {
 			case <-returned:

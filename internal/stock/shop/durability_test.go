@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -25,7 +26,7 @@ func TestFsyncDurability(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
 	s, err := NewService(st, rdb, Config{KeyPrefix: b.KeyPrefix,
-		Async: AsyncConfig{Durability: DurabilityFsync, DurabilityCheck: 50 * time.Millisecond}})
+		Queue: queue.Config{Writers: queue.NoWriters, Durability: queue.DurabilityFsync, DurabilityCheck: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatalf("service on a Redis that fsyncs every write: %v", err)
 	}
@@ -67,7 +68,7 @@ func TestFsyncDurability(t *testing.T) {
 
 	// The machine's shared Redis keeps nothing on disk.
 	shared := testenv.Real(t)
-	_, err = NewService(st, shared.Redis(t), Config{KeyPrefix: shared.KeyPrefix, Async: AsyncConfig{Durability: DurabilityFsync}})
+	_, err = NewService(st, shared.Redis(t), Config{KeyPrefix: shared.KeyPrefix, Queue: queue.Config{Writers: queue.NoWriters, Durability: queue.DurabilityFsync}})
 	if err == nil || !strings.Contains(err.Error(), "appendonly") {
 		t.Errorf("service with fsync durability on a Redis without AOF: got %v, want a refusal naming appendonly", err)
 	}

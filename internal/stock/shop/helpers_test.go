@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -22,19 +23,11 @@ func (w testLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// newTestService starts a Service on b, without the sweeper unless cfg
-// sets an interval, with its own database handle and Redis client (rdb,
-// when given, is used instead). Close runs at cleanup.
+// newTestService starts a Service on b, without the sweeper or lua-async
+// writers unless cfg asks for them, with its own database handle and Redis
+// client (rdb, when given, is used instead). Close runs at cleanup.
 func newTestService(t *testing.T, b testenv.Backend, cfg Config, rdb *redis.Client) *Service {
 	t.Helper()
-	if rdb == nil {
-		rdb = b.Redis(t)
-	}
-	cfg.KeyPrefix = b.KeyPrefix
-	if cfg.SweepInterval == 0 {
-		cfg.SweepInterval = -1
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return newTestServiceOn(t, b, newTestStore(t, b, nil), cfg, rdb)
 }
 
@@ -47,6 +40,9 @@ func newTestServiceOn(t *testing.T, b testenv.Backend, st *store.Store, cfg Conf
 	cfg.KeyPrefix = b.KeyPrefix
 	if cfg.SweepInterval == 0 {
 		cfg.SweepInterval = -1
+	}
+	if cfg.Queue.Writers == 0 {
+		cfg.Queue.Writers = queue.NoWriters
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := NewService(st, rdb, cfg)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -198,7 +199,7 @@ func TestExpiryRacesPayment(t *testing.T) {
 func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName, n int) {
 	ctx := context.Background()
 	obs := &countingObserver{}
-	cfg := Config{Lifecycle: obs, Async: AsyncConfig{Writers: 1}}
+	cfg := Config{Lifecycle: obs, Queue: queue.Config{Writers: 1}}
 	opts := &store.Options{PaymentTimeout: time.Hour}
 	s1, s2 := newTestServiceOn(t, b, newTestStore(t, b, opts), cfg, nil), newTestServiceOn(t, b, newTestStore(t, b, opts), cfg, nil)
 	svcs := []*Service{s1, s2}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/gate"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
@@ -165,7 +166,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	switch it.Strategy {
 	case stock.StrategyLuaAsync:
 		for _, msg := range append(queued.Val(), dead.Val()...) {
-			q, err := parseQueued(id, msg)
+			q, err := queue.ParseEntry(id, msg)
 			if err != nil || snap.Done[q.ID] {
 				continue
 			}
@@ -271,7 +272,7 @@ func (s *Service) runRepair(ctx context.Context, r *stock.Reconciliation, plan r
 // rebuildGate creates a missing gate as the next order would.
 func (s *Service) rebuildGate(ctx context.Context, id int64, strategy stock.StrategyName) error {
 	if strategy == stock.StrategyLuaAsync {
-		return s.rebuildAsync(ctx, id)
+		return s.queue.BuildGate(ctx, id)
 	}
 	return s.lua.seed(ctx, id)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/gate"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
@@ -59,8 +60,9 @@ type Config struct {
 	// Orders receives the outcome of every order that reached an item's
 	// strategy (metrics). Default none.
 	Orders OrderObserver
-	// Async tunes the lua-async queue and its writers.
-	Async AsyncConfig
+	// Queue tunes the lua-async queue and its writers (its IdempotencyTTL
+	// is this Config's). Zero fields mean queue's defaults.
+	Queue queue.Config
 	// SweepInterval is how often the sweeper expires orders past their
 	// deadline and finishes stock returns that failed. Default 1s; negative:
 	// no sweeper (tests call ExpireDue and ReturnStock themselves).
@@ -102,7 +104,6 @@ func (c *Config) withDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	c.Async.withDefaults()
 	if c.SweepInterval == 0 {
 		c.SweepInterval = time.Second
 	}
@@ -117,10 +118,8 @@ type Service struct {
 	gate       *gate.Gate
 	lua        *LuaGate
 	locked     *LockStrategy
-	writers    *asyncWriters
-	fsync      *fsyncWatch    // nil unless Async.Durability is fsync
+	queue      *queue.Queue
 	pipe       *gate.Pipeline // shared round trips for the hot path's calls
-	hotKeys    gate.HotKeysCache
 	strategies map[stock.StrategyName]Strategy
 
 	// items caches the fields of an item that never change after creation
@@ -161,23 +160,13 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 	s.locked = newLockStrategy(st, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.locked.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
 	s.strategies = map[stock.StrategyName]Strategy{stock.StrategyLua: s.lua, stock.StrategyLock: s.locked}
-	switch cfg.Async.Durability {
-	case DurabilityMemory:
-	case DurabilityFsync:
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if s.fsync, err = watchFsync(ctx, rdb, cfg.Async.DurabilityCheck); err != nil {
-			s.locked.close()
-			s.pipe.Close()
-			return nil, err
-		}
-	default:
+	qcfg := cfg.Queue
+	qcfg.IdempotencyTTL = cfg.IdempotencyTTL
+	if s.queue, err = queue.New(st, rdb, s.gate, s.pipe, qcfg, cfg.Logger); err != nil {
 		s.locked.close()
 		s.pipe.Close()
-		return nil, fmt.Errorf("unknown lua-async durability %q (want memory or fsync): %w", cfg.Async.Durability, stock.ErrInvalid)
+		return nil, err
 	}
-	s.writers = newAsyncWriters(cfg.Async, st, rdb, keys, cfg.Logger)
-	s.writers.start()
 	s.events = gate.StartEvents(rdb, keys, &s.soldOut, cfg.Logger)
 	s.startSweeper()
 	return s, nil
@@ -192,8 +181,7 @@ func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		s.stopSweep()
 		s.sweeper.Wait()
-		s.writers.close()
-		s.fsync.close()
+		s.queue.Close()
 		s.lua.Close()
 		s.locked.close()
 		s.events.Close()
@@ -223,7 +211,7 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
 	}
 	if it.Strategy == stock.StrategyLuaAsync {
-		s.writers.added(it.ID)
+		s.queue.Added(it.ID)
 	}
 	return it, nil
 }

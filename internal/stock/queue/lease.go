@@ -1,8 +1,6 @@
-package shop
+package queue
 
 import (
-	_ "embed"
-
 	"context"
 	"errors"
 	"fmt"
@@ -20,20 +18,8 @@ import (
 // and so its entries; while it works on a batch it also renews the entries
 // themselves (renew.lua), so the XAUTOCLAIM backstop leaves them alone too.
 
-var (
-	//go:embed lua/renew.lua
-	renewSrc    string
-	renewScript = redis.NewScript(renewSrc)
-	//go:embed lua/takeover.lua
-	takeoverSrc    string
-	takeoverScript = redis.NewScript(takeoverSrc)
-)
-
-// defaultLease is how long a consumer's lease lives without a heartbeat.
-const defaultLease = time.Second
-
 // consumers are the names this process reads the streams with.
-func (w *asyncWriters) consumers() []string {
+func (w *Writers) consumers() []string {
 	if w.cfg.Writers <= 0 {
 		return nil
 	}
@@ -44,7 +30,7 @@ func (w *asyncWriters) consumers() []string {
 	return append(names, w.name+"-claim")
 }
 
-func (w *asyncWriters) isMine(consumer string) bool {
+func (w *Writers) isMine(consumer string) bool {
 	for _, c := range w.consumers() {
 		if c == consumer {
 			return true
@@ -54,7 +40,7 @@ func (w *asyncWriters) isMine(consumer string) bool {
 }
 
 // beat sets every lease of this process, in one round trip.
-func (w *asyncWriters) beat() error {
+func (w *Writers) beat() error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Lease/2)
 	defer cancel()
 	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -68,7 +54,7 @@ func (w *asyncWriters) beat() error {
 
 // heartbeat renews the leases four times per lease until the writers have
 // stopped (close then deletes them).
-func (w *asyncWriters) heartbeat() {
+func (w *Writers) heartbeat() {
 	defer w.hbWG.Done()
 	last := time.Now()
 	lapsed := false
@@ -93,7 +79,7 @@ func (w *asyncWriters) heartbeat() {
 }
 
 // dropLeases deletes this process's leases (on a graceful stop).
-func (w *asyncWriters) dropLeases() {
+func (w *Writers) dropLeases() {
 	names := w.consumers()
 	if len(names) == 0 {
 		return
@@ -113,7 +99,7 @@ func (w *asyncWriters) dropLeases() {
 // every quarter of ClaimIdle until the returned stop is called: the claim
 // holds for as long as the batch is in flight, however long a transaction
 // or a backoff takes.
-func (w *asyncWriters) renewing(consumer string, itemID int64) (stop func()) {
+func (w *Writers) renewing(consumer string, itemID int64) (stop func()) {
 	every := max(w.cfg.ClaimIdle/4, 10*time.Millisecond)
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -138,10 +124,10 @@ func (w *asyncWriters) renewing(consumer string, itemID int64) (stop func()) {
 
 // renew resets the idle time of the entries consumer still owns on the
 // item's stream (renew.lua), within timeout.
-func (w *asyncWriters) renew(consumer string, itemID int64, timeout time.Duration) {
+func (w *Writers) renew(consumer string, itemID int64, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := renewScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)}, asyncGroup, consumer, w.cfg.Batch).Err()
+	err := renewScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)}, Group, consumer, w.cfg.Batch).Err()
 	if err != nil && !errors.Is(err, redis.Nil) && !isNoGroup(err) {
 		w.log.Warn("lua-async writers: cannot renew claim", "item", itemID, "err", err)
 	}
@@ -149,7 +135,7 @@ func (w *asyncWriters) renew(consumer string, itemID int64, timeout time.Duratio
 
 // takeOverDead claims, on every stream, the entries of consumers whose lease
 // is gone, and persists them.
-func (w *asyncWriters) takeOverDead(taker string, items []int64) {
+func (w *Writers) takeOverDead(taker string, items []int64) {
 	dead, err := w.deadConsumers(items)
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
@@ -172,13 +158,13 @@ type heldBy struct {
 
 // deadConsumers lists, per stream, the other processes' consumers that own
 // pending entries and have no lease: two round trips for all streams.
-func (w *asyncWriters) deadConsumers(items []int64) ([]heldBy, error) {
+func (w *Writers) deadConsumers(items []int64) ([]heldBy, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	cmds := make([]*redis.XPendingCmd, len(items))
 	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range items {
-			cmds[i] = p.XPending(ctx, w.keys.Stream(id), asyncGroup)
+			cmds[i] = p.XPending(ctx, w.keys.Stream(id), Group)
 		}
 		return nil
 	})
@@ -224,14 +210,14 @@ func (w *asyncWriters) deadConsumers(items []int64) ([]heldBy, error) {
 // takeOver claims a dead consumer's entries of one stream (takeover.lua),
 // sends those delivered more than MaxDeliveries times to the dead-letter
 // stream and persists the others.
-func (w *asyncWriters) takeOver(taker string, itemID int64, dead string) {
+func (w *Writers) takeOver(taker string, itemID int64, dead string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	// Entries idle for half a lease at least: a dead writer's entries are
 	// older than that by the time its lease is gone, and an entry a
 	// consumer just read is never taken from under it.
 	minIdle := (w.cfg.Lease / 2).Milliseconds()
 	res, err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)},
-		asyncGroup, dead, taker, minIdle, w.cfg.Batch).Slice()
+		Group, dead, taker, minIdle, w.cfg.Batch).Slice()
 	cancel()
 	if err != nil {
 		if isNoGroup(err) {
@@ -241,7 +227,7 @@ func (w *asyncWriters) takeOver(taker string, itemID int64, dead string) {
 		}
 		return
 	}
-	counts, msgs, err := parseTakeover(res)
+	counts, msgs, err := ParseTakeover(res)
 	if err != nil {
 		w.log.Error("lua-async writers: unexpected takeover reply", "item", itemID, "err", err)
 		return
@@ -268,9 +254,9 @@ func (w *asyncWriters) takeOver(taker string, itemID int64, dead string) {
 	}
 }
 
-// parseTakeover reads takeover.lua's reply: the delivery counts before the
+// ParseTakeover reads takeover.lua's reply: the delivery counts before the
 // claim, and the claimed entries.
-func parseTakeover(res []any) (map[string]int64, []redis.XMessage, error) {
+func ParseTakeover(res []any) (map[string]int64, []redis.XMessage, error) {
 	if len(res) != 2 {
 		return nil, nil, fmt.Errorf("want 2 parts, got %d", len(res))
 	}
@@ -309,10 +295,10 @@ func parseTakeover(res []any) (map[string]int64, []redis.XMessage, error) {
 // lease: every process start adds consumers, and a process that ends
 // without holding anything leaves them behind. takeover.lua removes a
 // consumer only if it still owns nothing, in the same step.
-func (w *asyncWriters) forgetIdleConsumers(taker string, itemID int64) {
+func (w *Writers) forgetIdleConsumers(taker string, itemID int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	infos, err := w.rdb.XInfoConsumers(ctx, w.keys.Stream(itemID), asyncGroup).Result()
+	infos, err := w.rdb.XInfoConsumers(ctx, w.keys.Stream(itemID), Group).Result()
 	if err != nil {
 		return // no stream or group yet, or Redis out: the next round tries again
 	}
@@ -325,7 +311,7 @@ func (w *asyncWriters) forgetIdleConsumers(taker string, itemID int64) {
 		if n, err := w.rdb.Exists(ctx, w.keys.WriterLease(c.Name)).Result(); err != nil || n > 0 {
 			continue
 		}
-		if err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)}, asyncGroup, c.Name, taker,
+		if err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)}, Group, c.Name, taker,
 			w.cfg.Lease.Milliseconds(), w.cfg.Batch).Err(); err != nil {
 			return
 		}

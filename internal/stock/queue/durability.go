@@ -1,4 +1,4 @@
-package shop
+package queue
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/seckill/seckill/internal/stock/gate"
 )
 
-// What a lua-async 202 waits for (AsyncConfig.Durability).
+// What a lua-async 202 waits for (Config.Durability).
 const (
 	// DurabilityMemory answers once the order is queued in Redis memory.
 	// Redis losing its data (a restart without persistence, a failover to a
@@ -31,8 +31,8 @@ const (
 // errNotFsyncing is the refusal while Redis does not fsync every write.
 var errNotFsyncing = errors.New("redis does not fsync every write (appendonly yes, appendfsync always), which SECKILL_ASYNC_DURABILITY=fsync requires")
 
-// fsyncCheck reads Redis's persistence settings.
-func fsyncCheck(ctx context.Context, rdb redis.UniversalClient) error {
+// CheckFsync reads Redis's persistence settings.
+func CheckFsync(ctx context.Context, rdb redis.UniversalClient) error {
 	cfg, err := rdb.ConfigGet(ctx, "append*").Result()
 	if err != nil {
 		return gate.Error("CONFIG GET append*", err)
@@ -53,7 +53,7 @@ type fsyncWatch struct {
 
 // watchFsync checks once (an error refuses to start) and then every period.
 func watchFsync(ctx context.Context, rdb redis.UniversalClient, period time.Duration) (*fsyncWatch, error) {
-	if err := fsyncCheck(ctx, rdb); err != nil {
+	if err := CheckFsync(ctx, rdb); err != nil {
 		return nil, err
 	}
 	w := &fsyncWatch{stop: make(chan struct{})}
@@ -69,7 +69,7 @@ func watchFsync(ctx context.Context, rdb redis.UniversalClient, period time.Dura
 				return
 			case <-t.C:
 				cctx, cancel := context.WithTimeout(context.Background(), period)
-				err := fsyncCheck(cctx, rdb)
+				err := CheckFsync(cctx, rdb)
 				cancel()
 				w.ok.Store(err == nil)
 				w.last.Store(&err)
