@@ -185,7 +185,7 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_MYSQL_DSN", flag: "mysql-dsn", help: "MySQL DSN, e.g. root@tcp(127.0.0.1:3306)/seckill?parseTime=true; empty = embedded SQLite", str: &c.MySQLDSN},
 		{env: "SECKILL_SQLITE_PATH", flag: "sqlite-path", help: "embedded SQLite file", str: &c.SQLitePath, def: "seckill.db"},
 		{env: "SECKILL_ADMIN_TOKEN", flag: "admin-token", help: "admin bearer token; required with MySQL, generated when embedded", str: &c.AdminToken},
-		{env: "SECKILL_STRATEGY", flag: "strategy", help: "default strategy of new items: lua or lock", str: &c.Strategy, def: "lua"},
+		{env: "SECKILL_STRATEGY", flag: "strategy", help: "default strategy of new items: lua, lock or lua-async", str: &c.Strategy, def: "lua"},
 		{env: "SECKILL_KEY_PREFIX", flag: "key-prefix", help: "prefix of every Redis key", str: &c.KeyPrefix, def: "seckill"},
 		{env: "SECKILL_LOCK_WAIT", flag: "lock-wait", help: "how long a lock-strategy order waits for the item lock, under the request timeout; 0 = 5s or half the request timeout if less", dur: &c.LockWait, def: "0s"},
 		{env: "SECKILL_DB_TIMEOUT", flag: "db-timeout", help: "bound on each statement of a lua or lock order transaction, under the request timeout; 0 = 1s (5s with embedded SQLite) or half the request timeout if less", dur: &c.DBTimeout, def: "0s"},

@@ -9,7 +9,8 @@ package stock
 import "time"
 
 // StrategyName names how an item is sold, as stored on the item and
-// accepted by the API. (The strategies themselves live in package shop.)
+// accepted by the API. (The strategies themselves, shop.Strategy, live in
+// package shop.)
 type StrategyName string
 
 // The strategies.
@@ -32,10 +33,6 @@ var Strategies = []StrategyName{StrategyLua, StrategyLock, StrategyLuaAsync}
 func (n StrategyName) Valid() bool {
 	return n == StrategyLua || n == StrategyLock || n == StrategyLuaAsync
 }
-
-// Gated reports whether items sold this way keep their stock in the Redis
-// gate, whose count a returned unit must reach as well as the database's.
-func (n StrategyName) Gated() bool { return n == StrategyLua || n == StrategyLuaAsync }
 
 // Order statuses. An order is created when it is sold, then paid or
 // cancelled, once: cancelled (by its user, or because its payment deadline

@@ -19,12 +19,6 @@ const maxBatch = 500
 // batchIdle is how long an item's writer waits for work before it exits.
 const batchIdle = 30 * time.Second
 
-// Defaults of Config.RequestTimeout and Config.WriteTimeout.
-const (
-	defaultRequestTimeout = 10 * time.Second
-	defaultWriteTimeout   = time.Second
-)
-
 // answerMargin is the time a batch leaves its earliest caller between the
 // end of its transaction and that caller's deadline: enough to settle and
 // deliver the answer, so no caller waits past its deadline.
@@ -89,7 +83,7 @@ type writeGuard interface {
 
 // newOrderWriter returns a writer with the default bounds (see bound).
 func newOrderWriter(st *store.Store, guard writeGuard) *orderWriter {
-	return &orderWriter{store: st, guard: guard, budget: defaultWriteTimeout, maxWait: defaultRequestTimeout,
+	return &orderWriter{store: st, guard: guard, budget: DefaultWriteTimeout, maxWait: DefaultRequestTimeout,
 		queues: map[int64]*writeQueue{}, stop: make(chan struct{})}
 }
 

@@ -243,8 +243,8 @@ func TestOrphanWindowOutlivesEveryRequest(t *testing.T) {
 	if d := guard.got[0]; d.IsZero() || d.After(callerDeadline.Add(-answerMargin)) {
 		t.Errorf("transaction deadline %v, want at or before the caller's %v less %v", d, callerDeadline, answerMargin)
 	}
-	if d := guard.got[1]; d.IsZero() || time.Until(d) > defaultRequestTimeout {
-		t.Errorf("transaction deadline of a caller without one: %v, want within the %v request timeout", d, defaultRequestTimeout)
+	if d := guard.got[1]; d.IsZero() || time.Until(d) > DefaultRequestTimeout {
+		t.Errorf("transaction deadline of a caller without one: %v, want within the %v request timeout", d, DefaultRequestTimeout)
 	}
 }
 

@@ -66,7 +66,7 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.Or
 	err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
 		claim = p.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
 			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
-		if it.Strategy == stock.StrategyLua {
+		if s.strategy(it.Strategy).reservesFirst() {
 			reserved = p.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
 		}
 	}, nil)
@@ -122,7 +122,7 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 		pipe := s.rdb.Pipeline()
 		claim := pipe.Get(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey))
 		var reserved *redis.BoolCmd
-		if it.Strategy == stock.StrategyLua {
+		if s.strategy(it.Strategy).reservesFirst() {
 			reserved = pipe.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

@@ -176,7 +176,7 @@ func (s *Service) cancel(ctx context.Context, o *stock.Order, now time.Time, exp
 	if err != nil {
 		return false, err
 	}
-	gated := it.Strategy.Gated()
+	gated := s.strategy(it.Strategy).Gated()
 	won, err := s.store.CancelOrder(ctx, o, now, expiry, !gated)
 	if err != nil || !won {
 		return false, err
@@ -208,10 +208,8 @@ func (s *Service) cancel(ctx context.Context, o *stock.Order, now time.Time, exp
 // if it was returned before, or counted by a gate rebuilt since), records
 // that in the order, and announces the restock.
 func (s *Service) returnStock(ctx context.Context, it *stock.Item, orderID string, retried bool) error {
-	if it.Strategy.Gated() {
-		if _, err := s.lua.release(ctx, it.ID, orderID); err != nil {
-			return err
-		}
+	if err := s.strategy(it.Strategy).Release(ctx, it.ID, orderID); err != nil {
+		return err
 	}
 	marked, err := s.store.MarkStockReturned(ctx, orderID, store.Now())
 	if err != nil {

@@ -46,7 +46,7 @@ type heldLock struct {
 	since time.Time
 }
 
-var _ Strategy = (*LockStrategy)(nil)
+var _ buyer = (*LockStrategy)(nil)
 var _ writeGuard = (*LockStrategy)(nil)
 
 func newLockStrategy(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *LockStrategy {

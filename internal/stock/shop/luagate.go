@@ -27,9 +27,6 @@ type LuaGate struct {
 	// returned, when set, is told that a hand-back put a unit back that
 	// buyers may have been told is sold out.
 	returned func(ctx context.Context, itemID int64)
-	// rebuild creates a missing gate from the database the way the item's
-	// strategy needs (lua-async also counts its queue); nil: seed.
-	rebuild func(ctx context.Context, itemID int64) error
 
 	// orphanAfter is the age past which a reservation without an order
 	// belongs to a writer that died between the gate and the commit (see
@@ -44,11 +41,11 @@ type LuaGate struct {
 	once    sync.Once
 }
 
-var _ Strategy = (*LuaGate)(nil)
+var _ buyer = (*LuaGate)(nil)
 
 func newLuaGate(st *store.Store, gt *gate.Gate, log *slog.Logger) *LuaGate {
 	return &LuaGate{store: st, writer: newOrderWriter(st, nil), gate: gt, log: log,
-		orphanAfter: orphanWindow(defaultRequestTimeout), closing: make(chan struct{})}
+		orphanAfter: orphanWindow(DefaultRequestTimeout), closing: make(chan struct{})}
 }
 
 // orphanWindow is how old a reservation without an order must be before it
@@ -136,30 +133,6 @@ func (g *LuaGate) seed(ctx context.Context, id int64) error {
 		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold, "cancelled", len(cancelled))
 	}
 	return nil
-}
-
-// release returns a cancelled order's unit to the item's gate, once per
-// order however often it runs. A missing gate is seeded from the database
-// first, which counts the order if it was cancelled before the seed's
-// snapshot; the release then finds it counted. It reports whether this
-// call took the unit back.
-func (g *LuaGate) release(ctx context.Context, itemID int64, orderID string) (bool, error) {
-	for attempt := 0; ; attempt++ {
-		back, err := g.gate.Release(ctx, itemID, orderID)
-		if !errors.Is(err, gate.ErrMissing) {
-			return back, err
-		}
-		if attempt > 0 {
-			return false, fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", itemID, stock.ErrUnavailable)
-		}
-		rebuild := g.seed
-		if g.rebuild != nil {
-			rebuild = g.rebuild
-		}
-		if err := rebuild(ctx, itemID); err != nil {
-			return false, err
-		}
-	}
 }
 
 // orphaned reports whether the reservation for orderID is old enough that

@@ -13,7 +13,6 @@ import (
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/gate"
-	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
@@ -50,14 +49,14 @@ func (s *Service) Reconcile(ctx context.Context, id int64, repair bool) (*stock.
 			return found, nil
 		case len(r.Drift) == 0: // orphans handed back: nothing else to do
 			return done("the gate agrees with the database")
-		case r.Strategy == stock.StrategyLock:
-			found.Note = "the lock strategy keeps no stock in Redis; nothing to repair there"
+		case !s.strategy(r.Strategy).Gated():
+			found.Note = fmt.Sprintf("the %s strategy keeps no stock in Redis; nothing to repair there", r.Strategy)
 			return found, nil
 		case r.Orders != r.Sold:
 			found.Note = "not repaired: the database itself is inconsistent (sold differs from the live orders); Redis is rebuilt from the database, so fix that first"
 			return found, nil
 		case !r.GatePresent:
-			if err := s.rebuildGate(ctx, id, r.Strategy); err != nil {
+			if err := s.strategy(r.Strategy).BuildGate(ctx, id); err != nil {
 				return nil, err
 			}
 			return done("gate rebuilt from the database")
@@ -65,7 +64,7 @@ func (s *Service) Reconcile(ctx context.Context, id int64, repair bool) (*stock.
 			// Hand orphaned reservations back (exact, idempotent), then
 			// look again.
 			for user, oid := range plan.orphans {
-				if _, err := s.lua.handBackNow(ctx, id, user, oid, ""); err != nil {
+				if _, err := s.gate.HandBack(ctx, id, user, oid, ""); err != nil {
 					return nil, err
 				}
 			}
@@ -111,7 +110,8 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 		return nil, plan, err
 	}
 	r := &stock.Reconciliation{ItemID: id, Strategy: it.Strategy}
-	if it.Strategy == stock.StrategyLock {
+	strat := s.strategy(it.Strategy)
+	if !strat.Gated() {
 		snap, err := s.store.BuyersSnapshot(ctx, id)
 		if err != nil {
 			return nil, plan, err
@@ -162,35 +162,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	for u, o := range snap.Users {
 		want[u] = o
 	}
-	inFlight := int64(0)
-	switch it.Strategy {
-	case stock.StrategyLuaAsync:
-		for _, msg := range append(queued.Val(), dead.Val()...) {
-			q, err := queue.ParseEntry(id, msg)
-			if err != nil || snap.Done[q.ID] {
-				continue
-			}
-			if _, held := want[q.UserID]; held {
-				continue // will fail as already_purchased: takes no unit
-			}
-			want[q.UserID] = q.ID
-			inFlight++
-		}
-	case stock.StrategyLua:
-		for u, o := range buyers.Val() {
-			if snap.Done[o] || snap.Users[u] != "" {
-				continue
-			}
-			if reservationAge(o) >= s.lua.orphanAfter {
-				plan.orphans[u] = o
-				r.Orphaned++
-			} else {
-				want[u] = o
-				r.Reserved++
-				inFlight++
-			}
-		}
-	}
+	inFlight := strat.inFlight(id, redisSeen{buyers: buyers.Val(), entries: append(queued.Val(), dead.Val()...)}, snap, want, r, &plan)
 	r.ExpectedTaken = r.Sold + inFlight + r.Orphaned
 
 	if r.GateStock != r.Stock {
@@ -267,14 +239,6 @@ func (s *Service) runRepair(ctx context.Context, r *stock.Reconciliation, plan r
 		s.cfg.Logger.WarnContext(ctx, "reconcile: gate repaired from the database", "item", r.ItemID, "drift", r.Drift)
 	}
 	return done, nil
-}
-
-// rebuildGate creates a missing gate as the next order would.
-func (s *Service) rebuildGate(ctx context.Context, id int64, strategy stock.StrategyName) error {
-	if strategy == stock.StrategyLuaAsync {
-		return s.queue.BuildGate(ctx, id)
-	}
-	return s.lua.seed(ctx, id)
 }
 
 // reservationAge is how old a reservation's UUIDv7 order id is.

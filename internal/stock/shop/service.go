@@ -4,110 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 )
-
-// Strategy sells one unit of an item to one user. Each strategy must be
-// correct under any concurrency; the database write is the last word.
-// committed, when not nil, is called once the order is committed, before
-// anything that lets other requests see the item sold out.
-type Strategy interface {
-	Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error)
-}
-
-// Config tunes a Service. Zero values mean the documented defaults.
-type Config struct {
-	// DefaultStrategy is used for items created without one. Default "lua".
-	DefaultStrategy stock.StrategyName
-	// KeyPrefix starts every Redis key. Default "seckill".
-	KeyPrefix string
-	// LockTTL is the lease of the per-item lock. Default 5s.
-	LockTTL time.Duration
-	// LockWait bounds how long an order waits for the item's lock. Default 5s.
-	LockWait time.Duration
-	// IdempotencyTTL is how long an Idempotency-Key stays bound to its user. Default 24h.
-	IdempotencyTTL time.Duration
-	// RequestTimeout is the longest an order request lives (the handler's
-	// bound): a caller without a deadline waits for its write at most this
-	// long, and a lua reservation without an order is taken for an orphan
-	// only once it is well older than this. Default 10s.
-	RequestTimeout time.Duration
-	// WriteTimeout bounds each step (a statement, the commit) of a lua or
-	// lock order transaction (group commit), after the item's lock is
-	// held: a stalled database answers 503 in about this long, while a
-	// large batch on a busy database still gets a budget per step. Default 1s.
-	WriteTimeout time.Duration
-	// ReplayWait bounds how long a replay waits for its original, still in
-	// flight, to commit. Default 5s (under the 10s request bound).
-	ReplayWait time.Duration
-	// Logger receives warnings. Default slog.Default().
-	Logger *slog.Logger
-	// LockObserver receives the item locks' events (metrics). Default none.
-	LockObserver lock.Observer
-	// Orders receives the outcome of every order that reached an item's
-	// strategy (metrics). Default none.
-	Orders OrderObserver
-	// Queue tunes the lua-async queue and its writers (its IdempotencyTTL
-	// is this Config's). Zero fields mean queue's defaults.
-	Queue queue.Config
-	// SweepInterval is how often the sweeper expires orders past their
-	// deadline and finishes stock returns that failed. Default 1s; negative:
-	// no sweeper (tests call ExpireDue and ReturnStock themselves).
-	SweepInterval time.Duration
-	// Lifecycle receives order transitions and stock returns (metrics).
-	// Default none.
-	Lifecycle LifecycleObserver
-}
-
-// OrderObserver receives order outcomes. It must be fast and safe for
-// concurrent use.
-type OrderObserver interface {
-	// Order reports one order on strategy; err is nil for a sale or replay.
-	Order(strategy stock.StrategyName, err error)
-}
-
-func (c *Config) withDefaults() {
-	if c.DefaultStrategy == "" {
-		c.DefaultStrategy = stock.StrategyLua
-	}
-	if c.LockTTL == 0 {
-		c.LockTTL = 5 * time.Second
-	}
-	if c.LockWait == 0 {
-		c.LockWait = 5 * time.Second
-	}
-	if c.IdempotencyTTL == 0 {
-		c.IdempotencyTTL = 24 * time.Hour
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = defaultRequestTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = defaultWriteTimeout
-	}
-	if c.ReplayWait == 0 {
-		c.ReplayWait = 5 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = time.Second
-	}
-}
 
 // Service is the domain API the HTTP layer uses.
 type Service struct {
@@ -150,16 +58,12 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 	s.lua.returned = s.restocked
 	s.lua.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
 	s.lua.orphanAfter = orphanWindow(cfg.RequestTimeout)
-	s.lua.rebuild = func(ctx context.Context, id int64) error {
-		it, err := s.routing(ctx, id)
-		if err != nil {
-			return err
-		}
-		return s.rebuildGate(ctx, id, it.Strategy)
-	}
 	s.locked = newLockStrategy(st, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.locked.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
-	s.strategies = map[stock.StrategyName]Strategy{stock.StrategyLua: s.lua, stock.StrategyLock: s.locked}
+	s.strategies = map[stock.StrategyName]Strategy{}
+	for _, st := range []Strategy{luaStrategy{s, s.lua}, lockStrategy{s, s.locked}, luaAsyncStrategy{s}} {
+		s.strategies[st.Name()] = st
+	}
 	qcfg := cfg.Queue
 	qcfg.IdempotencyTTL = cfg.IdempotencyTTL
 	if s.queue, err = queue.New(st, rdb, s.gate, s.pipe, qcfg, cfg.Logger); err != nil {
@@ -210,9 +114,7 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 	if err := s.lua.seed(ctx, it.ID); err != nil {
 		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
 	}
-	if it.Strategy == stock.StrategyLuaAsync {
-		s.queue.Added(it.ID)
-	}
+	s.strategy(it.Strategy).created(it)
 	return it, nil
 }
 
@@ -246,26 +148,16 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 	if err != nil {
 		return nil, nil, err
 	}
-	if it.Strategy.Gated() {
-		if err := s.ensureGate(ctx, it); err != nil {
+	strat := s.strategy(it.Strategy)
+	if strat.Gated() {
+		if err := s.ensureGate(ctx, strat, it.ID); err != nil {
 			return nil, nil, err
 		}
 	}
 	touched := false
-	old, updated, err := s.store.SetStock(ctx, id, n, func(old *stock.Item) error {
-		// lua-async has promised the units its queue holds: never below them.
-		strict := old.Strategy == stock.StrategyLuaAsync && n < old.Stock
-		res, err := s.gate.SetStock(ctx, id, n, strict)
-		touched = err != nil || res == gate.StockSet
-		switch {
-		case err != nil:
-			return err
-		case res == gate.StockRefused:
-			return fmt.Errorf("stock %d is below the units sold or queued for writing: %w", n, stock.ErrStockBelowSold)
-		case res == gate.StockMissing && strict:
-			return fmt.Errorf("redis: the gate of item %d vanished, so its queued orders cannot be counted; repeat the request: %w", id, stock.ErrUnavailable)
-		}
-		return nil
+	old, updated, err := s.store.SetStock(ctx, id, n, func(old *stock.Item) (err error) {
+		touched, err = strat.SetGateStock(ctx, old, n)
+		return err
 	})
 	if err != nil {
 		if touched {
@@ -283,17 +175,13 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 	return old, updated, nil
 }
 
-// ensureGate rebuilds the gate of a gated item if Redis lost it, the way
-// its strategy needs (see rebuildGate).
-func (s *Service) ensureGate(ctx context.Context, it *stock.Item) error {
-	n, err := s.rdb.Exists(ctx, s.keys.Meta(it.ID)).Result()
-	if err != nil {
-		return gate.Error("check gate", err)
+// ensureGate rebuilds an item's gate if Redis lost it, the way its
+// strategy needs.
+func (s *Service) ensureGate(ctx context.Context, strat Strategy, id int64) error {
+	if built, err := s.gate.Exists(ctx, id); err != nil || built {
+		return err
 	}
-	if n == 1 {
-		return nil
-	}
-	return s.rebuildGate(ctx, it.ID, it.Strategy)
+	return strat.BuildGate(ctx, id)
 }
 
 // syncGateStock writes the database's stock to the item's gate, holding
@@ -304,7 +192,7 @@ func (s *Service) syncGateStock(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		_, err = s.gate.SetStock(ctx, id, units, false)
+		_, err = s.setGateStock(ctx, id, units, false)
 		return err
 	})
 }
@@ -331,9 +219,13 @@ func (s *Service) PlaceOrder(ctx context.Context, req stock.OrderRequest) (o *st
 	if s.cfg.Orders != nil {
 		defer func() { s.cfg.Orders.Order(it.Strategy, err) }()
 	}
-	if it.Strategy == stock.StrategyLuaAsync {
-		return s.placeAsync(ctx, it, req)
-	}
+	return s.strategy(it.Strategy).Place(ctx, it, req)
+}
+
+// placeSync is Place for the strategies that answer once the order is in
+// the database (lua, lock): the sold-out memo and the Idempotency-Key are
+// settled here, the unit sold by b.
+func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.OrderRequest, b buyer) (o *stock.Order, replayed bool, err error) {
 	if req.IdempotencyKey != "" && s.soldOut.SoldOut(it.ID) {
 		return s.soldOutKeyed(ctx, it, req)
 	}
@@ -362,7 +254,7 @@ func (s *Service) PlaceOrder(ctx context.Context, req stock.OrderRequest) (o *st
 	gen := s.soldOut.Generation(it.ID)
 	if s.soldOut.SoldOut(it.ID) {
 		err = stock.ErrSoldOut
-	} else if o, err = s.strategies[it.Strategy].Buy(ctx, it, req, id.String(), committed); errors.Is(err, stock.ErrSoldOut) {
+	} else if o, err = b.Buy(ctx, it, req, id.String(), committed); errors.Is(err, stock.ErrSoldOut) {
 		s.markSoldOut(ctx, it.ID, gen)
 	}
 	if err == nil {
