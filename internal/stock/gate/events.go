@@ -174,9 +174,20 @@ func (e *Events) SoldOut(ctx context.Context, id, seq int64, g MemoGen) error {
 
 // Restock numbers and publishes a restock of item id, and returns its number.
 func (e *Events) Restock(ctx context.Context, id int64) (int64, error) {
-	n, err := restockScript.Run(ctx, e.rdb, []string{e.keys.Restocks(id)}, e.keys.Events(), id).Int64()
+	res, err := restockScript.Run(ctx, e.rdb, []string{e.keys.restocks(id)}, e.keys.Events(), id).Slice()
 	if err != nil {
 		return 0, Error("publish restock", err)
+	}
+	_, data, err := Reply(res)
+	if err != nil {
+		return 0, err
+	}
+	if len(data) != 1 {
+		return 0, fmt.Errorf("redis: publish restock: unexpected reply %v", res)
+	}
+	n, ok := data[0].(int64)
+	if !ok {
+		return 0, fmt.Errorf("redis: publish restock: unexpected reply %v", res)
 	}
 	return n, nil
 }

@@ -58,7 +58,7 @@ func (g *Gate) Exists(ctx context.Context, id int64) (bool, error) {
 // script may still reserve; abandoned then runs once it has answered.
 func (g *Gate) Reserve(ctx context.Context, itemID int64, userID, orderID string, now time.Time, abandoned func()) (stockSeen string, err error) {
 	res, err := g.pipe.RunScript(ctx, reserveScript, abandoned,
-		[]string{g.keys.Meta(itemID), g.keys.Buyers(itemID), g.keys.Void(itemID, orderID)},
+		[]string{g.keys.Meta(itemID), g.keys.Buyers(itemID), g.keys.void(itemID, orderID)},
 		userID, orderID, now.UnixMilli()).StringSlice()
 	if err != nil {
 		return "", Error("reserve", err)
@@ -94,20 +94,17 @@ func statusError(op string, itemID int64, status string) error {
 	return fmt.Errorf("redis: %s: unexpected status %q", op, status)
 }
 
-// VoidTTL is how long a handed-back attempt stays void: far longer than a
+// voidTTL is how long a handed-back attempt stays void: far longer than a
 // reserve command can wander in a stalled connection.
-const VoidTTL = 10 * time.Minute
+const voidTTL = 10 * time.Minute
 
 // HandBack returns the unit orderID reserved for userID, once, and reports
 // whether it went back. soldOutAt, when not "", is the stock the reserve
 // saw: the database said sold out at it, and the gate is marked so.
 func (g *Gate) HandBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
-	keys := []string{g.keys.Meta(itemID), g.keys.Buyers(itemID), g.keys.Released(itemID), g.keys.Void(itemID, orderID)}
-	back, err := handBackScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt, int64(VoidTTL/time.Second)).Int()
-	if err != nil {
-		return false, Error("hand back", err)
-	}
-	return back == 1, nil
+	keys := []string{g.keys.Meta(itemID), g.keys.Buyers(itemID), g.keys.Released(itemID), g.keys.void(itemID, orderID)}
+	status, err := runStatus(ctx, g.rdb, handBackScript, "hand back", keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second))
+	return status == "back", err
 }
 
 // Build creates the item's gate, unless it exists, from a database
@@ -120,11 +117,8 @@ func (g *Gate) Build(ctx context.Context, it *stock.Item, cancelled []string) (b
 	for _, o := range cancelled {
 		args = append(args, o)
 	}
-	created, err := buildScript.Run(ctx, g.rdb, []string{g.keys.Meta(it.ID), g.keys.Released(it.ID)}, args...).Int()
-	if err != nil {
-		return false, Error("build gate", err)
-	}
-	return created == 1, nil
+	status, err := runStatus(ctx, g.rdb, buildScript, "build gate", []string{g.keys.Meta(it.ID), g.keys.Released(it.ID)}, args...)
+	return status == "built", err
 }
 
 // BuildWithBuyers creates a lua-async item's gate, unless it exists, with
@@ -166,11 +160,9 @@ func (g *Gate) BuildWithBuyers(ctx context.Context, it *stock.Item, taken, epoch
 	for _, oid := range cancelled {
 		args = append(args, oid)
 	}
-	created, err := buildBuyersScript.Run(ctx, g.rdb, []string{g.keys.Meta(it.ID), g.keys.Buyers(it.ID), tmp, g.keys.Released(it.ID)}, args...).Int()
-	if err != nil {
-		return false, Error("install rebuilt gate", err)
-	}
-	return created == 1, nil
+	status, err := runStatus(ctx, g.rdb, buildBuyersScript, "install rebuilt gate",
+		[]string{g.keys.Meta(it.ID), g.keys.Buyers(it.ID), tmp, g.keys.Released(it.ID)}, args...)
+	return status == "built", err
 }
 
 // SetStockResult is what SetStock did.
@@ -190,14 +182,16 @@ func (g *Gate) SetStock(ctx context.Context, id, units int64, strict bool) (SetS
 	if strict {
 		flag = "1"
 	}
-	n, err := setStockScript.Run(ctx, g.rdb, []string{g.keys.Meta(id)}, units, flag).Int()
+	status, err := runStatus(ctx, g.rdb, setStockScript, "set stock", []string{g.keys.Meta(id)}, units, flag)
 	switch {
 	case err != nil:
-		return StockSet, Error("set stock", err)
-	case n < 0:
+		return StockSet, err
+	case status == "refused":
 		return StockRefused, nil
-	case n == 0:
+	case status == "missing":
 		return StockMissing, nil
+	case status != "set":
+		return StockSet, fmt.Errorf("redis: set stock: unexpected status %q", status)
 	}
 	return StockSet, nil
 }
@@ -207,9 +201,9 @@ func (g *Gate) SetStock(ctx context.Context, id, units int64, strict bool) (SetS
 // ErrMissing: build the gate (which counts the order if it was cancelled
 // before the build's snapshot) and release again.
 func (g *Gate) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
-	res, err := releaseScript.Run(ctx, g.rdb, []string{g.keys.Meta(itemID), g.keys.Released(itemID)}, orderID).Text()
+	res, err := runStatus(ctx, g.rdb, releaseScript, "release", []string{g.keys.Meta(itemID), g.keys.Released(itemID)}, orderID)
 	if err != nil {
-		return false, Error("release", err)
+		return false, err
 	}
 	switch res {
 	case "released":
@@ -247,12 +241,9 @@ func (g *Gate) Repair(ctx context.Context, itemID int64, r Repair) (bool, error)
 	for _, oid := range r.Released {
 		args = append(args, oid)
 	}
-	n, err := repairScript.Run(ctx, g.rdb, []string{g.keys.Meta(itemID), g.keys.Buyers(itemID), g.keys.Stream(itemID),
-		g.keys.Released(itemID)}, args...).Int()
-	if err != nil {
-		return false, Error("repair gate", err)
-	}
-	return n == 1, nil
+	status, err := runStatus(ctx, g.rdb, repairScript, "repair gate", []string{g.keys.Meta(itemID), g.keys.Buyers(itemID),
+		g.keys.Stream(itemID), g.keys.Released(itemID)}, args...)
+	return status == "repaired", err
 }
 
 func unixMilli(t *time.Time) int64 {

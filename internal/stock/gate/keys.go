@@ -28,9 +28,6 @@ func NewKeys(prefix string) (Keys, error) {
 	return Keys{prefix: prefix}, nil
 }
 
-// Prefix starts every key.
-func (k Keys) Prefix() string { return k.prefix }
-
 // Item is the common start of an item's keys.
 func (k Keys) Item(id int64) string { return fmt.Sprintf("%s:{item:%d}", k.prefix, id) }
 
@@ -60,11 +57,11 @@ func (k Keys) QueuedOrder(orderID string) string { return k.prefix + ":order:" +
 // Released is the set of order ids whose unit the gate has taken back.
 func (k Keys) Released(id int64) string { return k.Item(id) + ":released" }
 
-// Restocks counts the item's restock events (see Events).
-func (k Keys) Restocks(id int64) string { return k.Item(id) + ":restocks" }
+// restocks counts the item's restock events (see Events).
+func (k Keys) restocks(id int64) string { return k.Item(id) + ":restocks" }
 
-// Void marks an attempt that was handed back (see reserve.lua).
-func (k Keys) Void(id int64, orderID string) string { return k.Item(id) + ":void:" + orderID }
+// void marks an attempt that was handed back (see reserve.lua).
+func (k Keys) void(id int64, orderID string) string { return k.Item(id) + ":void:" + orderID }
 
 // Events is the pub/sub channel of sold-out and restock events.
 func (k Keys) Events() string { return k.prefix + ":events" }

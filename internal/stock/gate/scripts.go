@@ -1,13 +1,21 @@
 package gate
 
 import (
+	"context"
 	_ "embed"
+	"errors"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// The gate's scripts, one file each under lua/.
+// The gate's scripts, one file each under lua/. Every script replies a
+// table whose first element is a status word ('ok', or what happened),
+// data after (see Reply). KEYS and ARGV get names on the scripts' first
+// lines.
 var (
+	//go:embed lua/admit.lua
+	admitSrc string
 	//go:embed lua/reserve.lua
 	reserveSrc string
 	//go:embed lua/handback.lua
@@ -25,7 +33,7 @@ var (
 	//go:embed lua/restock.lua
 	restockSrc string
 
-	reserveScript     = redis.NewScript(reserveSrc)
+	reserveScript     = redis.NewScript(admitSrc + reserveSrc)
 	handBackScript    = redis.NewScript(handBackSrc)
 	buildScript       = redis.NewScript(buildSrc)
 	buildBuyersScript = redis.NewScript(buildBuyersSrc)
@@ -37,3 +45,31 @@ var (
 
 // ReserveScript is the reserve script, for tests that catch it in flight.
 func ReserveScript() *redis.Script { return reserveScript }
+
+// AdmitLua is the prelude of every script that sells a unit (it defines
+// refusal(): the sale window, the buyer's one unit, what is left). A
+// script that uses it is loaded as AdmitLua + its own source.
+func AdmitLua() string { return admitSrc }
+
+// Reply reads a script's reply by the scripts' one convention: a table
+// whose first element is a status word, data after.
+func Reply(res []any) (status string, data []any, err error) {
+	if len(res) == 0 {
+		return "", nil, errors.New("redis: script replied nothing")
+	}
+	status, ok := res[0].(string)
+	if !ok {
+		return "", nil, fmt.Errorf("redis: script reply without a status: %v", res)
+	}
+	return status, res[1:], nil
+}
+
+// runStatus runs a script whose reply is its status alone.
+func runStatus(ctx context.Context, rdb redis.Scripter, script *redis.Script, op string, keys []string, args ...any) (string, error) {
+	res, err := script.Run(ctx, rdb, keys, args...).Slice()
+	if err != nil {
+		return "", Error(op, err)
+	}
+	status, _, err := Reply(res)
+	return status, err
+}

@@ -24,7 +24,7 @@ func (w *Writers) deadLetter(itemID int64, msgs []redis.XMessage, reason string)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			for _, m := range msgs {
-				vals := map[string]any{"entry": m.ID, "reason": reason, "at": now}
+				vals := map[string]any{FieldDeadEntry: m.ID, FieldDeadReason: reason, FieldDeadAt: now}
 				for k, v := range m.Values {
 					vals[k] = v
 				}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock/gate"
 )
 
 // A writer that dies (kill -9, OOM, a lost host) leaves the entries it read
@@ -256,7 +258,11 @@ func (w *Writers) takeOver(taker string, itemID int64, dead string) {
 
 // ParseTakeover reads takeover.lua's reply: the delivery counts before the
 // claim, and the claimed entries.
-func ParseTakeover(res []any) (map[string]int64, []redis.XMessage, error) {
+func ParseTakeover(reply []any) (map[string]int64, []redis.XMessage, error) {
+	_, res, err := gate.Reply(reply)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(res) != 2 {
 		return nil, nil, fmt.Errorf("want 2 parts, got %d", len(res))
 	}

@@ -178,14 +178,14 @@ func (q *Queue) QueuedOrder(ctx context.Context, id string) (*stock.Order, error
 //
 // It runs holding the item's row lock, which every writer's batch needs to
 // take its units, so no batch commits while the database and the streams
-// are read and the gate installed: each order is counted exactly once. If
+// are read and the gate built: each order is counted exactly once. If
 // the streams are empty, Redis lost the queue (or it had drained, and then
 // no writer holds anything): the item's queue epoch moves on, so a batch
 // some writer read from the lost queue can never be written after this
 // gate was built without it (PersistQueued refuses the old epoch). Nothing
 // can be queued meanwhile: the enqueue script refuses while the gate is
 // missing. Rebuilders in other processes wait for the row lock, then find
-// the gate installed.
+// the gate built.
 func (q *Queue) BuildGate(ctx context.Context, id int64) error {
 	_, err, _ := q.building.Do(strconv.FormatInt(id, 10), func() (any, error) {
 		return nil, q.store.WithItemLocked(ctx, id, q.buildLocked)
@@ -338,12 +338,12 @@ func (q *Queue) DeadLetters(ctx context.Context, id int64, limit int64) ([]stock
 	out := make([]stock.DeadLetter, 0, len(msgs))
 	for _, m := range msgs {
 		str := func(k string) string { v, _ := m.Values[k].(string); return v }
-		d := stock.DeadLetter{Entry: m.ID, Reason: str("reason"),
-			Order: stock.Order{ID: str("o"), ItemID: id, UserID: str("u"), Status: stock.StatusPending}}
-		if ms, err := strconv.ParseInt(str("at"), 10, 64); err == nil {
+		d := stock.DeadLetter{Entry: m.ID, Reason: str(FieldDeadReason),
+			Order: stock.Order{ID: str(FieldOrder), ItemID: id, UserID: str(FieldUser), Status: stock.StatusPending}}
+		if ms, err := strconv.ParseInt(str(FieldDeadAt), 10, 64); err == nil {
 			d.At = time.UnixMilli(ms).UTC()
 		}
-		if ms, err := strconv.ParseInt(str("t"), 10, 64); err == nil {
+		if ms, err := strconv.ParseInt(str(FieldTime), 10, 64); err == nil {
 			d.Order.CreatedAt = time.UnixMilli(ms).UTC()
 			d.Order.UpdatedAt = d.Order.CreatedAt
 		}
@@ -364,9 +364,13 @@ func (q *Queue) Requeue(ctx context.Context, id int64) (int, error) {
 	keys := []string{q.keys.Dead(id), q.keys.Stream(id)}
 	moved, kept := 0, 0
 	for start := "-"; ; {
-		res, err := requeueScript.Run(ctx, q.rdb, keys, page, start).Slice()
+		reply, err := requeueScript.Run(ctx, q.rdb, keys, page, start).Slice()
 		if err != nil {
 			return moved, gate.Error("requeue dead letters", err)
+		}
+		_, res, err := gate.Reply(reply)
+		if err != nil {
+			return moved, err
 		}
 		if len(res) != 3 {
 			return moved, fmt.Errorf("redis: requeue dead letters: unexpected reply %v", res)

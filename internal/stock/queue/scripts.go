@@ -4,9 +4,13 @@ import (
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock/gate"
 )
 
-// The queue's scripts, one file each under lua/.
+// The queue's scripts, one file each under lua/, by the gate's reply
+// convention (gate.Reply). enqueue.lua is loaded after the gate's admit
+// prelude, which it shares with the gate's reserve.lua.
 var (
 	//go:embed lua/enqueue.lua
 	enqueueSrc string
@@ -17,7 +21,7 @@ var (
 	//go:embed lua/requeue.lua
 	requeueSrc string
 
-	enqueueScript  = redis.NewScript(enqueueSrc)
+	enqueueScript  = redis.NewScript(gate.AdmitLua() + enqueueSrc)
 	renewScript    = redis.NewScript(renewSrc)
 	takeoverScript = redis.NewScript(takeoverSrc)
 	requeueScript  = redis.NewScript(requeueSrc)

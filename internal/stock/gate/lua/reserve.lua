@@ -1,39 +1,35 @@
--- Reserve one unit of an item for one buyer, atomically.
--- KEYS[1] item meta hash: stock, taken, starts, ends (unix ms, 0 = none),
---         soldout (the stock at which the database said sold out, or '')
--- KEYS[2] buyers hash: user id -> order id
--- KEYS[3] void marker of this attempt: set by a hand-back, so an attempt
---         whose caller gave up and that reaches Redis only after its
---         hand-back (a stalled connection delivers it late) takes nothing
--- ARGV[1] user id, ARGV[2] order id of this attempt, ARGV[3] now (unix ms)
--- Returns {status, order id, stock seen}. A rerun of the same attempt (go-redis retries
--- EVALSHA after a lost reply) finds its own order id and answers ok again.
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- Reserve one unit of an item for one buyer, atomically (admit.lua is the
+-- prelude: refusal()).
+-- Replies {status, order id, stock seen}: status 'ok', 'missing' (no gate:
+-- build it and run this again), 'void', or a refusal() status. A rerun of
+-- the same attempt (go-redis retries EVALSHA after a lost reply) finds its
+-- own order id and answers ok again.
+local meta = KEYS[1]    -- item meta hash: stock, taken, starts, ends (unix ms, 0 = none), soldout
+local buyers = KEYS[2]  -- user id -> order id
+local void = KEYS[3]    -- set by a hand-back of this attempt: an attempt whose caller gave
+                        -- up and that reaches Redis only after its hand-back (a stalled
+                        -- connection delivers it late) takes nothing
+local user = ARGV[1]
+local order = ARGV[2]   -- this attempt's order id
+local now = tonumber(ARGV[3]) -- unix ms
+
+if redis.call('EXISTS', meta) == 0 then
   return {'missing', '', ''}
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
+if redis.call('EXISTS', void) == 1 then
   return {'void', '', ''}
 end
-local prev = redis.call('HGET', KEYS[2], ARGV[1])
-if prev == ARGV[2] then
-  return {'ok', prev, redis.call('HGET', KEYS[1], 'stock') or ''}
+local prev = redis.call('HGET', buyers, user)
+if prev == order then
+  return {'ok', prev, redis.call('HGET', meta, 'stock') or ''}
 end
-local m = redis.call('HMGET', KEYS[1], 'stock', 'taken', 'starts', 'ends', 'soldout')
-local now = tonumber(ARGV[3])
-local starts = tonumber(m[3]) or 0
-local ends = tonumber(m[4]) or 0
-if starts > 0 and now < starts then
-  return {'not_started', '', ''}
-end
-if ends > 0 and now >= ends then
-  return {'ended', '', ''}
-end
-if prev then
+local m = redis.call('HMGET', meta, 'stock', 'taken', 'starts', 'ends', 'soldout')
+local why = refusal(m, prev, now)
+if why == 'dup' then
   return {'dup', prev, ''}
+elseif why then
+  return {why, '', ''}
 end
-if m[5] == m[1] or (tonumber(m[2]) or 0) >= (tonumber(m[1]) or 0) then
-  return {'sold_out', '', ''}
-end
-redis.call('HINCRBY', KEYS[1], 'taken', 1)
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-return {'ok', ARGV[2], m[1]}
+redis.call('HINCRBY', meta, 'taken', 1)
+redis.call('HSET', buyers, user, order)
+return {'ok', order, m[1]}

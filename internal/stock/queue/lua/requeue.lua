@@ -4,14 +4,13 @@
 -- from ARGV[2] on. An entry without an order id or a user is no order: it
 -- stays where it is, for an operator to read, and is stepped over, so it
 -- never stops the requeue of the entries after it.
--- KEYS[1] dead-letter stream, KEYS[2] order stream
--- ARGV[1] most entries to look at
--- ARGV[2] where to start: '-', or '(' and the last entry looked at before
--- Returns {moved, kept, the last entry looked at ('' when none was)}.
-local dead = KEYS[1]
-local stream = KEYS[2]
-local count = ARGV[1]
-local start = ARGV[2]
+-- Stream fields: see entry.go (FieldOrder, FieldUser, FieldKey, FieldTime,
+-- FieldEpoch); change both together.
+-- Replies {'ok', moved, kept, the last entry looked at ('' when none was)}.
+local dead = KEYS[1]   -- dead-letter stream
+local stream = KEYS[2] -- order stream
+local count = ARGV[1]  -- most entries to look at
+local start = ARGV[2]  -- '-', or '(' and the last entry looked at before
 local moved, kept, last = 0, 0, ''
 for _, m in ipairs(redis.call('XRANGE', dead, start, '+', 'COUNT', count)) do
   last = m[1]
@@ -33,4 +32,4 @@ for _, m in ipairs(redis.call('XRANGE', dead, start, '+', 'COUNT', count)) do
     kept = kept + 1
   end
 end
-return {moved, kept, last}
+return {'ok', moved, kept, last}

@@ -3,12 +3,11 @@
 -- one step, so two survivors never both claim an entry (the second finds
 -- it owned by the first) and each entry gets exactly one more delivery.
 -- Once the dead writer owns nothing, it is removed from the group.
--- KEYS[1] the item's order stream
--- ARGV: group, dead consumer, taking consumer, min idle ms, most entries
--- Returns {pending rows before the claim ({id, consumer, idle, deliveries}),
--- the claimed entries ({id, fields})}.
-local stream = KEYS[1]
-local group, dead, taker, min_idle, count = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+-- Replies {'ok', pending rows before the claim ({id, consumer, idle,
+-- deliveries}), the claimed entries ({id, fields})}.
+local stream = KEYS[1] -- the item's order stream
+local group, dead, taker = ARGV[1], ARGV[2], ARGV[3] -- dead and taker: consumers
+local min_idle, count = ARGV[4], ARGV[5]             -- ms; most entries
 local rows = redis.call('XPENDING', stream, group, 'IDLE', min_idle, '-', '+', count, dead)
 local claimed = {}
 local chunk = {}
@@ -36,4 +35,4 @@ end
 if #redis.call('XPENDING', stream, group, '-', '+', 1, dead) == 0 then
   redis.call('XGROUP', 'DELCONSUMER', stream, group, dead)
 end
-return {rows, claimed}
+return {'ok', rows, claimed}
