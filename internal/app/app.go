@@ -124,21 +124,11 @@ func randomToken() string {
 // Handler is the HTTP API.
 func (a *App) Handler() http.Handler { return a.handler }
 
-// AdminHandler is the admin listener's handler, or nil when the admin API is
-// on the main one (AdminAddr empty).
-func (a *App) AdminHandler() http.Handler { return a.handler.Admin() }
-
-// Logger is the service's logger (with request ids).
-func (a *App) Logger() *slog.Logger { return a.log }
-
 // AdminToken is the admin bearer token in force (configured or generated).
 func (a *App) AdminToken() string { return a.cfg.AdminToken }
 
 // Backends describes the Redis and database in use, for the start banner.
 func (a *App) Backends() []string { return a.backends }
-
-// Service is the domain service, for tests and tools in this module.
-func (a *App) Service() *shop.Service { return a.service }
 
 // Serve answers on l (and the admin API on admin, when AdminAddr is set)
 // until ctx ends or a server fails, then shuts both down gracefully: they

@@ -14,9 +14,9 @@ import (
 
 // What an earlier request with the same Idempotency-Key achieved.
 const (
-	claimNew     = "new"     // none: this is the first request with the key
-	claimPending = "pending" // it placed no order (yet)
-	claimDone    = "done"    // it placed an order
+	claimNew  = "new"     // none: this is the first request with the key
+	claimOpen = "pending" // it placed no order (yet)
+	claimDone = "done"    // it placed an order
 )
 
 // claim binds an Idempotency-Key to a user in Redis and says what an
@@ -51,7 +51,7 @@ func claimState(prev string, err error, userID string) (state, orderID string, _
 	case order != "":
 		return claimDone, order, nil
 	}
-	return claimPending, "", nil
+	return claimOpen, "", nil
 }
 
 // soldOutKeyed answers a keyed request for an item this process knows is

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/queue"
@@ -109,78 +106,6 @@ func sellOut(t *testing.T, svcs []*Service, itemID int64, users []string) int {
 	}
 	wg.Wait()
 	return int(sold.Load())
-}
-
-func users(prefix string, n int) []string {
-	u := make([]string, n)
-	for i := range u {
-		u[i] = fmt.Sprintf("%s%05d", prefix, i)
-	}
-	return u
-}
-
-// ledger is what the database and the gate say about an item.
-type ledger struct {
-	stock, sold              int64
-	created, paid, cancelled int64
-	expired, unreturned      int64 // cancelled by the deadline; cancelled without stock_returned_at
-	taken, released          int64 // the gate's, -1 without a gate
-	gateSoldOut              string
-}
-
-func readLedger(t *testing.T, s *Service, rdb *redis.Client, itemID int64) ledger {
-	t.Helper()
-	ctx := context.Background()
-	var l ledger
-	if err := rawSQL(t, s.store).QueryRowContext(ctx, "SELECT stock, sold FROM items WHERE id = ?", itemID).Scan(&l.stock, &l.sold); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := rawSQL(t, s.store).QueryContext(ctx, "SELECT status, expires_at, updated_at, stock_returned_at FROM orders WHERE item_id = ?", itemID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var status string
-		var expires, returned *time.Time
-		var updated time.Time
-		if err := rows.Scan(&status, &expires, &updated, &returned); err != nil {
-			t.Fatal(err)
-		}
-		switch status {
-		case stock.StatusCreated:
-			l.created++
-		case stock.StatusPaid:
-			l.paid++
-		case stock.StatusCancelled:
-			l.cancelled++
-			o := stock.Order{Status: status, ExpiresAt: expires, UpdatedAt: updated}
-			if o.Expired() {
-				l.expired++
-			}
-			if returned == nil {
-				l.unreturned++
-			}
-		default:
-			t.Errorf("order with status %q", status)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	l.taken, l.released = -1, -1
-	meta, err := rdb.HGetAll(ctx, s.keys.Meta(itemID)).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(meta) > 0 {
-		fmt.Sscan(meta["taken"], &l.taken)
-		l.gateSoldOut = meta["soldout"]
-		if l.released, err = rdb.SCard(ctx, s.keys.Released(itemID)).Result(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return l
 }
 
 // TestExpiryRacesPayment: a thousand orders whose deadlines are passing,
@@ -373,26 +298,6 @@ func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName,
 	}
 }
 
-// proxied returns a Redis client that reaches b's Redis through a proxy the
-// test can cut, and a direct client to look at the keys.
-func proxied(t *testing.T, b testenv.Backend) (*redis.Client, *testenv.Proxy, *redis.Client) {
-	t.Helper()
-	u, err := url.Parse(b.RedisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := testenv.NewProxy(t, u.Host)
-	u.Host = p.Addr() // the rest (the embedded Redis's password) stays
-	opt, err := redis.ParseURL(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.MaxRetries = -1 // fail at once while cut
-	c := redis.NewClient(opt)
-	t.Cleanup(func() { _ = c.Close() })
-	return c, p, b.Redis(t)
-}
-
 // TestSweeperFinishesAFailedRelease: a cancellation commits, but Redis is cut
 // before its unit reaches the gate. The cancel still succeeds, the order
 // records that the return is pending, and the sweeper finishes it once Redis
@@ -485,11 +390,11 @@ func TestGateSeedCountsCancelledOrders(t *testing.T) {
 			t.Errorf("after a cancel that rebuilt the gate: sold %d, taken %d, released %d; want 1, 1, 2", l.sold, l.taken, l.released)
 		}
 		lose()
-		if err := s.lua.seed(ctx, it.ID); err != nil {
+		if err := s.lua.buildGate(ctx, it.ID); err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range orders[:2] {
-			if back, err := s.release(ctx, it.ID, o.ID, s.lua.seed); back || err != nil {
+			if back, err := s.release(ctx, it.ID, o.ID, s.lua.buildGate); back || err != nil {
 				t.Errorf("release of %s after a rebuild: got %v, %v; want a no-op", o.ID, back, err)
 			}
 		}

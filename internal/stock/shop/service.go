@@ -24,8 +24,8 @@ type Service struct {
 	rdb        redis.UniversalClient
 	keys       gate.Keys
 	gate       *gate.Gate
-	lua        *LuaGate
-	locked     *LockStrategy
+	lua        *luaBuyer
+	locked     *lockBuyer
 	queue      *queue.Queue
 	pipe       *gate.Pipeline // shared round trips for the hot path's calls
 	strategies map[stock.StrategyName]Strategy
@@ -54,11 +54,11 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 	}
 	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, pipe: gate.NewPipeline(rdb, nil)}
 	s.gate = gate.New(rdb, keys, s.pipe, cfg.Logger)
-	s.lua = newLuaGate(st, s.gate, cfg.Logger)
+	s.lua = newLuaBuyer(st, s.gate, cfg.Logger)
 	s.lua.returned = s.restocked
 	s.lua.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
 	s.lua.orphanAfter = orphanWindow(cfg.RequestTimeout)
-	s.locked = newLockStrategy(st, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
+	s.locked = newLockBuyer(st, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
 	s.locked.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
 	s.strategies = map[stock.StrategyName]Strategy{}
 	for _, st := range []Strategy{luaStrategy{s, s.lua}, lockStrategy{s, s.locked}, luaAsyncStrategy{s}} {
@@ -96,7 +96,7 @@ func (s *Service) Close() {
 // DefaultStrategy is the strategy of items created without one.
 func (s *Service) DefaultStrategy() stock.StrategyName { return s.cfg.DefaultStrategy }
 
-// CreateItem validates and stores a new item, then seeds its Redis gate.
+// CreateItem validates and stores a new item, then builds its Redis gate.
 func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item, error) {
 	if in.Strategy == "" {
 		in.Strategy = s.cfg.DefaultStrategy
@@ -110,8 +110,8 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 		return nil, err
 	}
 	// The item is in the database, which is what counts; a gate that could
-	// not be seeded now is rebuilt by the first order.
-	if err := s.lua.seed(ctx, it.ID); err != nil {
+	// not be built now is built by the first order.
+	if err := s.lua.buildGate(ctx, it.ID); err != nil {
 		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
 	}
 	s.strategy(it.Strategy).created(it)
@@ -295,7 +295,7 @@ func (s *Service) restocked(ctx context.Context, id int64) {
 
 // KnownSoldOut reports whether this process knows the item is sold out: it
 // saw it, or another instance said so, and no restock has been announced
-// since (within the memo's bounds, see soldout.go). It costs no round trip.
+// since (within the memo's bounds, see gate.Memo). It costs no round trip.
 func (s *Service) KnownSoldOut(itemID int64) bool { return s.soldOut.SoldOut(itemID) }
 
 // routing returns the immutable fields of an item, from cache when it can.

@@ -68,10 +68,10 @@ type buyer interface {
 	Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error)
 }
 
-// luaStrategy reserves in the gate, then writes (LuaGate).
+// luaStrategy reserves in the gate, then writes (luaBuyer).
 type luaStrategy struct {
 	s   *Service
-	buy *LuaGate
+	buy *luaBuyer
 }
 
 func (l luaStrategy) Name() stock.StrategyName { return stock.StrategyLua }
@@ -84,7 +84,7 @@ func (l luaStrategy) Place(ctx context.Context, it *stock.Item, req stock.OrderR
 }
 
 func (l luaStrategy) BuildGate(ctx context.Context, itemID int64) error {
-	return l.buy.seed(ctx, itemID)
+	return l.buy.buildGate(ctx, itemID)
 }
 
 func (l luaStrategy) SetGateStock(ctx context.Context, old *stock.Item, n int64) (bool, error) {
@@ -118,7 +118,7 @@ func (l luaStrategy) inFlight(_ int64, seen redisSeen, snap store.Buyers, want m
 // Redis. (Creation still builds a gate for every item, unused by it.)
 type lockStrategy struct {
 	s   *Service
-	buy *LockStrategy
+	buy *lockBuyer
 }
 
 func (l lockStrategy) Name() stock.StrategyName { return stock.StrategyLock }

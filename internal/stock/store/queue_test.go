@@ -17,7 +17,7 @@ func newQueued(itemID int64, user, key string) *Queued {
 		ItemID: itemID, UserID: user, Key: key, Created: Now()}
 }
 
-// persistQueued settles every order of a batch exactly: written, already
+// PersistQueued settles every order of a batch exactly: written, already
 // done (a redelivery), or failed with the reason, and never takes more
 // units than the item has.
 func TestPersistQueuedSettlesEveryOrder(t *testing.T) {

@@ -16,8 +16,9 @@ import (
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
-// LockStrategy is the "lock" strategy: take the item's Redis lock, check and
-// write in one database transaction, release. The write carries the lock's
+// lockBuyer sells for the "lock" strategy (lockStrategy): take the item's
+// Redis lock, check and write in one database transaction, release. The
+// write carries the lock's
 // fencing token, so a holder whose lease lapsed (a long GC pause, say)
 // cannot write after the next holder did.
 //
@@ -26,7 +27,7 @@ import (
 // writes every order queued while it held the lock in one transaction
 // (group commit), and keeps the lock while more orders queue, for at most
 // maxHold, so other instances get their turn.
-type LockStrategy struct {
+type lockBuyer struct {
 	log    *slog.Logger
 	locker *lock.Client
 	keys   gate.Keys
@@ -46,17 +47,17 @@ type heldLock struct {
 	since time.Time
 }
 
-var _ buyer = (*LockStrategy)(nil)
-var _ writeGuard = (*LockStrategy)(nil)
+var _ buyer = (*lockBuyer)(nil)
+var _ writeGuard = (*lockBuyer)(nil)
 
-func newLockStrategy(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *LockStrategy {
-	s := &LockStrategy{log: log, locker: lock.New(rdb, &lock.ClientOptions{Observer: obs}), keys: keys, ttl: ttl, wait: wait}
+func newLockBuyer(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *lockBuyer {
+	s := &lockBuyer{log: log, locker: lock.New(rdb, &lock.ClientOptions{Observer: obs}), keys: keys, ttl: ttl, wait: wait}
 	s.writer = newOrderWriter(st, s)
 	return s
 }
 
 // Buy queues the order to the item's writer, which writes it under the lock.
-func (s *LockStrategy) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
+func (s *lockBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
 	if err := it.Window(time.Now()); err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func (s *LockStrategy) Buy(ctx context.Context, it *stock.Item, req stock.OrderR
 
 // hold returns the fence of the item's lock, taking the lock (waiting up to
 // the configured wait) unless this writer holds it with a good lease.
-func (s *LockStrategy) hold(ctx context.Context, itemID int64) (int64, error) {
+func (s *lockBuyer) hold(ctx context.Context, itemID int64) (int64, error) {
 	v, _ := s.held.Load(itemID)
 	h, _ := v.(*heldLock)
 	if h != nil && h.l.Context().Err() == nil && time.Since(h.since) < maxHold {
@@ -95,12 +96,12 @@ func (s *LockStrategy) hold(ctx context.Context, itemID int64) (int64, error) {
 // seeds its fence counter from it when Redis has lost the counter, so fences
 // stay above every fence the database has stored and the sale goes on at
 // once instead of being refused as stale until the counter climbs back.
-func (s *LockStrategy) fenceFloor(itemID int64) func(context.Context) (int64, error) {
+func (s *lockBuyer) fenceFloor(itemID int64) func(context.Context) (int64, error) {
 	return func(ctx context.Context) (int64, error) { return s.writer.store.LockFence(ctx, itemID) }
 }
 
 // done releases the lock when no more orders are queued.
-func (s *LockStrategy) done(itemID int64, more bool) {
+func (s *lockBuyer) done(itemID int64, more bool) {
 	if more {
 		return
 	}
@@ -109,7 +110,7 @@ func (s *LockStrategy) done(itemID int64, more bool) {
 	}
 }
 
-func (s *LockStrategy) release(ctx context.Context, itemID int64, h *heldLock) {
+func (s *lockBuyer) release(ctx context.Context, itemID int64, h *heldLock) {
 	s.held.Delete(itemID)
 	ctx, cancel := context.WithTimeout(ctx, s.ttl)
 	defer cancel()
@@ -121,7 +122,7 @@ func (s *LockStrategy) release(ctx context.Context, itemID int64, h *heldLock) {
 }
 
 // close finishes queued writes and releases the locks.
-func (s *LockStrategy) close() {
+func (s *lockBuyer) close() {
 	s.writer.close()
 	_ = s.locker.Close()
 }

@@ -12,12 +12,13 @@ import (
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
-// maxBatch caps the orders written in one transaction (8 placeholders each,
+// maxCommitOrders caps the orders group commit writes in one transaction (8 placeholders each,
 // well under MySQL's 65,535).
-const maxBatch = 500
+const maxCommitOrders = 500
 
-// batchIdle is how long an item's writer waits for work before it exits.
-const batchIdle = 30 * time.Second
+// writerIdle is how long an item's group-commit writer waits for work
+// before it exits.
+const writerIdle = 30 * time.Second
 
 // answerMargin is the time a batch leaves its earliest caller between the
 // end of its transaction and that caller's deadline: enough to settle and
@@ -51,11 +52,11 @@ type orderWriter struct {
 }
 
 type writeQueue struct {
-	ch      chan *pendingWrite
+	ch      chan *commitRequest
 	senders int // guarded by orderWriter.mu: sends announced, not yet received
 }
 
-type pendingWrite struct {
+type commitRequest struct {
 	o         *stock.Order
 	key       string
 	committed func(*stock.Order) // may be nil
@@ -113,7 +114,7 @@ func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, com
 	}
 	q := w.queues[o.ItemID]
 	if q == nil {
-		q = &writeQueue{ch: make(chan *pendingWrite, maxBatch)}
+		q = &writeQueue{ch: make(chan *commitRequest, maxCommitOrders)}
 		w.queues[o.ItemID] = q
 		w.wg.Add(1)
 		go w.run(o.ItemID, q)
@@ -121,7 +122,7 @@ func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, com
 	q.senders++
 	w.mu.Unlock()
 
-	p := &pendingWrite{o: o, key: key, committed: committed, deadline: deadline, done: make(chan error, 1)}
+	p := &commitRequest{o: o, key: key, committed: committed, deadline: deadline, done: make(chan error, 1)}
 	select {
 	case q.ch <- p:
 	case <-ctx.Done():
@@ -148,7 +149,7 @@ func notWritten(err error) error {
 
 func (w *orderWriter) run(itemID int64, q *writeQueue) {
 	defer w.wg.Done()
-	idle := time.NewTimer(batchIdle)
+	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
 	for {
 		select {
@@ -157,7 +158,7 @@ func (w *orderWriter) run(itemID int64, q *writeQueue) {
 			if w.guard != nil {
 				w.guard.done(itemID, len(q.ch) > 0)
 			}
-			idle.Reset(batchIdle)
+			idle.Reset(writerIdle)
 		case <-idle.C:
 			w.mu.Lock()
 			if q.senders == 0 {
@@ -166,7 +167,7 @@ func (w *orderWriter) run(itemID int64, q *writeQueue) {
 				return
 			}
 			w.mu.Unlock()
-			idle.Reset(batchIdle)
+			idle.Reset(writerIdle)
 		case <-w.stop:
 			// No new senders now; finish every send already announced (a
 			// sender may also withdraw its announcement: look again).
@@ -190,13 +191,13 @@ func (w *orderWriter) run(itemID int64, q *writeQueue) {
 	}
 }
 
-// collect takes p and whatever else is queued, up to maxBatch, leaving out
+// collect takes p and whatever else is queued, up to maxCommitOrders, leaving out
 // the orders their callers withdrew, and answering at once those whose
 // deadline is too close to write them.
-func (w *orderWriter) collect(q *writeQueue, p *pendingWrite) []*pendingWrite {
+func (w *orderWriter) collect(q *writeQueue, p *commitRequest) []*commitRequest {
 	received := 1
-	batch := make([]*pendingWrite, 0, 1)
-	take := func(p *pendingWrite) {
+	batch := make([]*commitRequest, 0, 1)
+	take := func(p *commitRequest) {
 		if !p.state.CompareAndSwap(writeQueued, writeTaken) {
 			return // withdrawn: its caller has its answer
 		}
@@ -208,7 +209,7 @@ func (w *orderWriter) collect(q *writeQueue, p *pendingWrite) []*pendingWrite {
 	}
 	take(p)
 collect:
-	for received < maxBatch {
+	for received < maxCommitOrders {
 		select {
 		case p := <-q.ch:
 			received++
@@ -227,7 +228,7 @@ collect:
 // as a whole is refused, and answers every caller. The lock wait and the
 // transaction end answerMargin before the batch's earliest deadline, and
 // the database work takes at most the budget.
-func (w *orderWriter) commit(itemID int64, batch []*pendingWrite) {
+func (w *orderWriter) commit(itemID int64, batch []*commitRequest) {
 	if len(batch) == 0 {
 		return
 	}
@@ -310,104 +311,6 @@ func watchStalls(ctx context.Context, budget time.Duration) (context.Context, *s
 // progress starts the budget again after a step finished.
 func (w *stallWatch) progress() { w.t.Reset(w.budget) }
 
-// settleRefused answers a batch that could not be written whole, in a few
-// round trips however large it is. Buyers who already hold an order get
-// ErrAlreadyPurchased; a user's second order in the batch gets what the
-// first one got; the rest are written in arrival order, as many at a time
-// as there are units left, until they are all written or nothing is left.
-// A chunk refused whole (a clash inside it) is written order by order.
-func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, itemID int64, batch []*pendingWrite, results []error, fence int64, now time.Time) {
-	fail := func(idx []int, err error) {
-		for _, i := range idx {
-			results[i] = err
-		}
-	}
-	users := make([]string, len(batch))
-	for i, p := range batch {
-		users[i] = p.o.UserID
-	}
-	bought, err := w.store.BuyersAmong(ctx, itemID, users)
-	watch.progress()
-	if err != nil {
-		fail(allIndexes(len(batch)), err)
-		return
-	}
-	first := map[string]int{} // user -> index of their first order in the batch
-	var queue, repeats []int
-	for i, p := range batch {
-		u := p.o.UserID
-		switch _, seen := first[u]; {
-		case bought[u]:
-			results[i] = stock.ErrAlreadyPurchased
-		case seen:
-			repeats = append(repeats, i)
-		default:
-			first[u] = i
-			queue = append(queue, i)
-		}
-	}
-	for len(queue) > 0 {
-		left, err := w.store.Remaining(ctx, itemID)
-		watch.progress()
-		if err != nil {
-			fail(queue, err)
-			break
-		}
-		if left <= 0 {
-			fail(queue, stock.ErrSoldOut)
-			break
-		}
-		take := queue[:min(int(left), len(queue))]
-		queue = queue[len(take):]
-		w.writeChunk(ctx, watch, batch, take, results, fence, now)
-	}
-	for _, i := range repeats {
-		if f := results[first[batch[i].o.UserID]]; f == nil {
-			results[i] = stock.ErrAlreadyPurchased
-		} else {
-			results[i] = f
-		}
-	}
-}
-
-// writeChunk writes the orders at idx as one batch, or one by one if the
-// batch is refused.
-func (w *orderWriter) writeChunk(ctx context.Context, watch *stallWatch, batch []*pendingWrite, idx []int, results []error, fence int64, now time.Time) {
-	sub := make([]*pendingWrite, len(idx))
-	for j, i := range idx {
-		sub[j] = batch[i]
-	}
-	err := store.ErrBatchRefused
-	if len(sub) > 1 {
-		err = w.store.InsertBatch(ctx, writes(sub), now, fence, watch.progress)
-	}
-	for _, i := range idx {
-		switch {
-		case err == nil:
-			w.store.Created(batch[i].o, now)
-			results[i] = nil
-		case errors.Is(err, store.ErrBatchRefused):
-			results[i] = w.store.InsertOrder(ctx, batch[i].o, batch[i].key, fence)
-			watch.progress()
-			if errors.Is(results[i], stock.ErrUnavailable) {
-				// Where in the transaction the database stopped answering
-				// is not known here: it may have been the commit.
-				results[i] = fmt.Errorf("%w: %w", store.ErrMaybeCommitted, results[i])
-			}
-		default:
-			results[i] = err
-		}
-	}
-}
-
-func allIndexes(n int) []int {
-	idx := make([]int, n)
-	for i := range idx {
-		idx[i] = i
-	}
-	return idx
-}
-
 // close refuses new writes, lets the writers finish what is queued, and
 // waits for them.
 func (w *orderWriter) close() {
@@ -418,13 +321,4 @@ func (w *orderWriter) close() {
 	}
 	w.mu.Unlock()
 	w.wg.Wait()
-}
-
-// writes is a batch as the store writes it.
-func writes(batch []*pendingWrite) []store.OrderWrite {
-	out := make([]store.OrderWrite, len(batch))
-	for i, p := range batch {
-		out[i] = store.OrderWrite{Order: p.o, Key: p.key}
-	}
-	return out
 }

@@ -12,24 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
-
-// placeAsync places n lua-async orders of users prefix0..prefixN-1.
-func placeAsync(t *testing.T, s *Service, itemID int64, prefix string, n int) []string {
-	t.Helper()
-	ids := make([]string, 0, n)
-	for i := 0; i < n; i++ {
-		o, _, err := s.PlaceOrder(context.Background(), stock.OrderRequest{ItemID: itemID, UserID: fmt.Sprintf("%s%02d", prefix, i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, o.ID)
-	}
-	return ids
-}
 
 // readAsDeadWriter makes a consumer read every entry of the stream and
 // acknowledge nothing, as a writer killed mid-batch leaves them. It never

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -14,53 +12,8 @@ import (
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/queue"
-	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
-
-// asyncService builds a Service on b with the given lua-async writers
-// (0: none, this process only admits) and claim idle time.
-func asyncService(t *testing.T, b testenv.Backend, st *store.Store, writers int, claimIdle time.Duration, maxDeliveries int) *Service {
-	t.Helper()
-	if writers == 0 {
-		writers = queue.NoWriters
-	}
-	s, err := NewService(st, b.Redis(t), Config{KeyPrefix: b.KeyPrefix,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Queue:  queue.Config{Writers: writers, ClaimIdle: claimIdle, MaxDeliveries: maxDeliveries}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
-func createAsyncItem(t *testing.T, s *Service, units int64) *stock.Item {
-	t.Helper()
-	it, err := s.CreateItem(context.Background(), stock.NewItem{Name: "async", Stock: units, Strategy: stock.StrategyLuaAsync})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return it
-}
-
-// awaitWritten waits until every id is a created order, or fails.
-func awaitWritten(t *testing.T, s *Service, ids []string, wait time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for _, id := range ids {
-		for {
-			o, err := s.Order(context.Background(), id)
-			if err == nil && o.Status == stock.StatusCreated {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("order %s not written within %s: %+v %v", id, wait, o, err)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-}
 
 func queueState(t *testing.T, rdb *redis.Client, s *Service, itemID int64) (queued, unacked int64) {
 	t.Helper()
@@ -260,19 +213,4 @@ func TestRebuildCountsQueuedOrders(t *testing.T) {
 			t.Errorf("sold: got %+v %v, want 10", got, err)
 		}
 	})
-}
-
-// queueOrders places n lua-async orders for users prefix0..prefixN-1 and
-// returns their ids.
-func queueOrders(t *testing.T, api *Service, itemID int64, n int, prefix string) []string {
-	t.Helper()
-	ids := make([]string, 0, n)
-	for i := 0; i < n; i++ {
-		o, _, err := api.PlaceOrder(context.Background(), stock.OrderRequest{ItemID: itemID, UserID: fmt.Sprintf("%s%d", prefix, i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, o.ID)
-	}
-	return ids
 }

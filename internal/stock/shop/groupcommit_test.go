@@ -93,9 +93,9 @@ func TestRefusedBatchSellsEveryUnitLeft(t *testing.T) {
 		w := newOrderWriter(st, nil)
 		defer w.close()
 		users := []string{"a", "a", "b", "c", "d"}
-		batch := make([]*pendingWrite, len(users))
+		batch := make([]*commitRequest, len(users))
 		for i, u := range users {
-			batch[i] = &pendingWrite{o: &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, done: make(chan error, 1)}
+			batch[i] = &commitRequest{o: &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, done: make(chan error, 1)}
 		}
 		w.commit(it.ID, batch)
 		want := []error{nil, stock.ErrAlreadyPurchased, nil, nil, stock.ErrSoldOut}

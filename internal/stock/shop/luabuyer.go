@@ -15,11 +15,11 @@ import (
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
-// LuaGate is the "lua" strategy. One script checks the sale window, the
-// buyer, and what is left, then reserves a unit; only then is the order
-// written to the database, whose conditional UPDATE has the last word. A
-// reservation whose write fails is handed back.
-type LuaGate struct {
+// luaBuyer sells for the "lua" strategy (luaStrategy). One script checks
+// the sale window, the buyer, and what is left, then reserves a unit; only
+// then is the order written to the database, whose conditional UPDATE has
+// the last word. A reservation whose write fails is handed back.
+type luaBuyer struct {
 	store  *store.Store
 	writer *orderWriter // group commit: concurrent orders share a transaction
 	gate   *gate.Gate
@@ -41,10 +41,10 @@ type LuaGate struct {
 	once    sync.Once
 }
 
-var _ buyer = (*LuaGate)(nil)
+var _ buyer = (*luaBuyer)(nil)
 
-func newLuaGate(st *store.Store, gt *gate.Gate, log *slog.Logger) *LuaGate {
-	return &LuaGate{store: st, writer: newOrderWriter(st, nil), gate: gt, log: log,
+func newLuaBuyer(st *store.Store, gt *gate.Gate, log *slog.Logger) *luaBuyer {
+	return &luaBuyer{store: st, writer: newOrderWriter(st, nil), gate: gt, log: log,
 		orphanAfter: orphanWindow(DefaultRequestTimeout), closing: make(chan struct{})}
 }
 
@@ -63,7 +63,7 @@ func orphanWindow(requestTimeout time.Duration) time.Duration {
 }
 
 // Buy reserves a unit in Redis, then writes the order.
-func (g *LuaGate) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
+func (g *luaBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
 	stockSeen, err := g.reserve(ctx, it, req.UserID, orderID)
 	var dup *gate.DupError
 	if errors.As(err, &dup) && g.orphaned(ctx, dup.OrderID) {
@@ -97,7 +97,7 @@ func (g *LuaGate) Buy(ctx context.Context, it *stock.Item, req stock.OrderReques
 // ends while the script is in flight, the script may still reserve a unit
 // that nobody will write: it is handed back once the script has answered
 // (the hand-back only takes back a reservation of this very order id).
-func (g *LuaGate) reserve(ctx context.Context, it *stock.Item, userID, orderID string) (string, error) {
+func (g *luaBuyer) reserve(ctx context.Context, it *stock.Item, userID, orderID string) (string, error) {
 	abandoned := func() { g.handBack(context.Background(), it.ID, userID, orderID, "") }
 	for attempt := 0; ; attempt++ {
 		seen, err := g.gate.Reserve(ctx, it.ID, userID, orderID, time.Now(), abandoned)
@@ -107,20 +107,20 @@ func (g *LuaGate) reserve(ctx context.Context, it *stock.Item, userID, orderID s
 		if attempt > 0 {
 			return "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, stock.ErrUnavailable)
 		}
-		if err := g.seed(ctx, it.ID); err != nil {
+		if err := g.buildGate(ctx, it.ID); err != nil {
 			return "", err
 		}
 	}
 }
 
-// seed creates the item's gate from the database if it is missing: at
+// buildGate creates the item's gate from the database if it is missing: at
 // creation, and after Redis lost its data. Units whose orders were in flight
 // while Redis was emptied are not counted by the gate; the database's
 // conditional UPDATE refuses any excess. Stock, sold and the cancelled
 // orders are read in one snapshot and land in Redis in one script, so each
 // cancelled order's unit is counted back exactly once: by the snapshot or
 // by its release, never both.
-func (g *LuaGate) seed(ctx context.Context, id int64) error {
+func (g *luaBuyer) buildGate(ctx context.Context, id int64) error {
 	it, cancelled, err := g.store.GateSnapshot(ctx, id)
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func (g *LuaGate) seed(ctx context.Context, id int64) error {
 
 // orphaned reports whether the reservation for orderID is old enough that
 // its writer must be gone, and its order never reached the database.
-func (g *LuaGate) orphaned(ctx context.Context, orderID string) bool {
+func (g *luaBuyer) orphaned(ctx context.Context, orderID string) bool {
 	id, err := uuid.Parse(orderID)
 	if err != nil || id.Version() != 7 {
 		return false
@@ -154,7 +154,7 @@ func (g *LuaGate) orphaned(ctx context.Context, orderID string) bool {
 // the request's context, which may be what failed: it tries once while ctx
 // has time left (so the user can buy again at once), and otherwise, or when
 // Redis is down too, keeps trying in the background for a while.
-func (g *LuaGate) handBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) {
+func (g *luaBuyer) handBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) {
 	try := func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
@@ -208,7 +208,7 @@ func (g *LuaGate) handBack(ctx context.Context, itemID int64, userID, orderID, s
 // unit is handed back. "Not there" must be heard twice, a second apart: a
 // commit held in a stalled connection reaches the database when it heals,
 // at about the moment the first question does.
-func (g *LuaGate) resolve(itemID int64, userID, orderID string) {
+func (g *luaBuyer) resolve(itemID int64, userID, orderID string) {
 	g.retries.Add(1)
 	go func() {
 		defer g.retries.Done()
@@ -245,12 +245,12 @@ func (g *LuaGate) resolve(itemID int64, userID, orderID string) {
 
 // handBackNow runs the hand-back once and reports whether the unit went
 // back to the gate.
-func (g *LuaGate) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
+func (g *luaBuyer) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
 	return g.gate.HandBack(ctx, itemID, userID, orderID, soldOutAt)
 }
 
 // Close finishes queued writes, then stops hand-back retries and waits.
-func (g *LuaGate) Close() {
+func (g *luaBuyer) Close() {
 	g.writer.close()
 	g.once.Do(func() { close(g.closing) })
 	g.retries.Wait()
