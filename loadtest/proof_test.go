@@ -16,7 +16,13 @@ import (
 )
 
 // proofStrategies is every strategy the service offers.
-var proofStrategies = []string{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync}
+var proofStrategies = func() []string {
+	names := make([]string, len(stock.Strategies))
+	for i, n := range stock.Strategies {
+		names[i] = string(n)
+	}
+	return names
+}()
 
 // TestProof runs the harness against the real service, started in-process
 // with app.New, on the embedded backends and on MariaDB+Redis (testenv: a

@@ -22,7 +22,12 @@ import (
 	"github.com/seckill/seckill/internal/metrics"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
+	"github.com/seckill/seckill/internal/stock/shop"
+	"github.com/seckill/seckill/internal/stock/store"
 )
+
+var _ handler.Shop = (*shop.Service)(nil)
 
 // App is one running service instance.
 type App struct {
@@ -31,7 +36,7 @@ type App struct {
 	rdb      redis.UniversalClient
 	miniRDB  *embedredis.Server
 	db       *gorm.DB
-	service  *stock.Service
+	service  *shop.Service
 	handler  *handler.Handler
 	metrics  *metrics.Metrics
 	backends []string
@@ -78,14 +83,18 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		a.metrics.WatchDB(sqlDB)
 	}
 	reqTimeout, lockWait, dbTimeout := cfg.timeouts()
-	a.service, err = stock.NewService(stock.NewStore(a.db), a.rdb, stock.Config{
-		DefaultStrategy: cfg.Strategy, KeyPrefix: cfg.KeyPrefix, LockWait: lockWait, Logger: log,
+	st, err := store.New(a.db, &store.Options{PaymentTimeout: cfg.PaymentTimeout})
+	if err != nil {
+		return nil, err
+	}
+	a.service, err = shop.NewService(st, a.rdb, shop.Config{
+		DefaultStrategy: stock.StrategyName(cfg.Strategy), KeyPrefix: cfg.KeyPrefix, LockWait: lockWait, Logger: log,
 		RequestTimeout: reqTimeout, WriteTimeout: dbTimeout,
 		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
-		Async: stock.AsyncConfig{Writers: writerCount(cfg.Writers), Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
+		Queue: queue.Config{Writers: cfg.Writers, Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
 			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(os.Getenv),
 			Durability: cfg.AsyncDurability},
-		PaymentTimeout: cfg.PaymentTimeout, Lifecycle: a.metrics})
+		Lifecycle: a.metrics})
 	if err != nil {
 		return nil, err
 	}
@@ -107,18 +116,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	return a, nil
 }
 
-// writerCount is Config.Writers as stock wants it: 0 is the default 2,
-// -1 none.
-func writerCount(n int) int {
-	switch {
-	case n == 0:
-		return 2
-	case n < 0:
-		return 0
-	}
-	return n
-}
-
 func randomToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -132,17 +129,11 @@ func (a *App) Handler() http.Handler { return a.handler }
 // on the main one (AdminAddr empty).
 func (a *App) AdminHandler() http.Handler { return a.handler.Admin() }
 
-// Logger is the service's logger (with request ids).
-func (a *App) Logger() *slog.Logger { return a.log }
-
 // AdminToken is the admin bearer token in force (configured or generated).
 func (a *App) AdminToken() string { return a.cfg.AdminToken }
 
 // Backends describes the Redis and database in use, for the start banner.
 func (a *App) Backends() []string { return a.backends }
-
-// Service is the domain service, for tests and tools in this module.
-func (a *App) Service() *stock.Service { return a.service }
 
 // Serve answers on l (and the admin API on admin, when AdminAddr is set)
 // until ctx ends or a server fails, then shuts both down gracefully: they

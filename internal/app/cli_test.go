@@ -16,6 +16,7 @@ import (
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -265,7 +266,7 @@ func TestWorkerNeedsRealBackends(t *testing.T) {
 // 202s that nothing can ever write (seckill worker refuses the embedded
 // Redis, and it lives in this process): it must not start.
 func TestNoWritersNeedsARealRedis(t *testing.T) {
-	cfg := app.Config{Writers: -1, SQLitePath: filepath.Join(t.TempDir(), "seckill.db")}
+	cfg := app.Config{Writers: queue.NoWriters, SQLitePath: filepath.Join(t.TempDir(), "seckill.db")}
 	a, err := app.New(context.Background(), cfg, nil)
 	if err == nil {
 		_ = a.Close()

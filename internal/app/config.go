@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 )
 
 // Config is everything the service reads at start. Zero values mean the
@@ -76,11 +78,12 @@ type Config struct {
 	// Pprof serves /debug/pprof/ on the admin listener, behind the admin
 	// token (SECKILL_PPROF). Requires AdminAddr. Default false.
 	Pprof bool
-	// Writers is how many lua-async writers this process runs
-	// (SECKILL_WRITERS). Default 2. -1 runs none and leaves writing to
-	// `seckill worker` processes (SECKILL_WRITERS=0), as go-redis uses -1
-	// for "off" where 0 means the default; that needs a real Redis
-	// (RedisURL), which the workers can reach.
+	// Writers is how many lua-async writers this process runs, with the
+	// meaning of queue.Config.Writers: 0 is the default (2) and
+	// queue.NoWriters (-1) runs none, leaving writing to `seckill worker`
+	// processes, which needs a real Redis (RedisURL) they can reach. On the
+	// command line SECKILL_WRITERS=0 means none: ParseConfig turns it into
+	// queue.NoWriters, the one place the two spellings meet.
 	Writers int
 	// WriterBatch is the most queued orders a writer persists in one
 	// transaction (SECKILL_WRITER_BATCH). Default 500, at most 5000.
@@ -262,7 +265,7 @@ func ParseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (C
 		return c, err
 	}
 	if c.Writers == 0 {
-		c.Writers = -1 // SECKILL_WRITERS=0: none here
+		c.Writers = queue.NoWriters // SECKILL_WRITERS=0: none here
 	}
 	if len(problems) == 0 {
 		problems = append(problems, c.Validate())
@@ -273,8 +276,8 @@ func ParseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (C
 // Validate checks the values against each other.
 func (c *Config) Validate() error {
 	var problems []error
-	if c.Strategy != "" && c.Strategy != "lua" && c.Strategy != "lock" && c.Strategy != "lua-async" {
-		problems = append(problems, fmt.Errorf("SECKILL_STRATEGY=%q: want lua, lock or lua-async", c.Strategy))
+	if c.Strategy != "" && !stock.StrategyName(c.Strategy).Valid() {
+		problems = append(problems, fmt.Errorf("SECKILL_STRATEGY=%q: want one of %v", c.Strategy, stock.Strategies))
 	}
 	if c.MySQLDSN != "" && c.AdminToken == "" {
 		problems = append(problems, errors.New("SECKILL_ADMIN_TOKEN is required when SECKILL_MYSQL_DSN is set (a real deployment must not run with a generated token)"))
@@ -294,10 +297,10 @@ func (c *Config) Validate() error {
 	default:
 		problems = append(problems, fmt.Errorf("SECKILL_ASYNC_DURABILITY=%q: want memory or fsync", c.AsyncDurability))
 	}
-	if c.Writers < -1 || c.Writers > maxWriters {
+	if c.Writers < queue.NoWriters || c.Writers > maxWriters {
 		problems = append(problems, fmt.Errorf("SECKILL_WRITERS=%d: want 0 to %d", c.Writers, maxWriters))
 	}
-	if c.Writers == -1 && c.RedisURL == "" {
+	if c.Writers == queue.NoWriters && c.RedisURL == "" {
 		// The queue would live in this process only, where no writer runs:
 		// its 202s would stay pending and vanish at the next start.
 		problems = append(problems, errors.New("SECKILL_WRITERS=0 needs SECKILL_REDIS_URL: the embedded Redis lives inside this process, "+

@@ -3,25 +3,30 @@ package app
 import (
 	"strings"
 	"time"
+
+	"github.com/seckill/seckill/internal/stock/gate"
+	"github.com/seckill/seckill/internal/stock/queue"
+	"github.com/seckill/seckill/internal/stock/shop"
 )
 
-// The defaults of Config, each defined once: the wiring, the validation,
+// The defaults of Config, each defined once: those the domain packages own
+// (shop, queue, gate) are theirs, named here; the wiring, the validation,
 // the flag help and the README's configuration table (checked by
 // TestReadmeListsEverySetting) all read them from here.
 const (
 	DefaultAddr       = ":8080"
 	DefaultSQLitePath = "seckill.db"
-	DefaultStrategy   = "lua"
-	DefaultKeyPrefix  = "seckill"
+	DefaultStrategy   = string(shop.DefaultStrategy)
+	DefaultKeyPrefix  = gate.DefaultKeyPrefix
 	// DefaultRequestTimeout bounds each request's work; at most
 	// maxRequestTimeout, which keeps it under the server's write timeout.
-	DefaultRequestTimeout = 10 * time.Second
+	DefaultRequestTimeout = shop.DefaultRequestTimeout
 	maxRequestTimeout     = time.Minute
 	// DefaultLockWait and DefaultDBTimeout apply unless half the request
 	// timeout is less; the embedded SQLite, whose one connection queues
 	// every write, gets DefaultSQLiteDBTimeout.
-	DefaultLockWait        = 5 * time.Second
-	DefaultDBTimeout       = time.Second
+	DefaultLockWait        = shop.DefaultLockWait
+	DefaultDBTimeout       = shop.DefaultWriteTimeout
 	DefaultSQLiteDBTimeout = 5 * time.Second
 	// DefaultRedisTimeout bounds each Redis call, so an outage answers 503
 	// within about a second; the embedded Redis cannot have a network
@@ -40,19 +45,19 @@ const (
 	DefaultRateUser = "10/s"
 	DefaultRateIP   = "0"
 	// DefaultWriters is how many lua-async writers a process runs.
-	DefaultWriters     = 2
+	DefaultWriters     = queue.DefaultWriters
 	maxWriters         = 64
-	DefaultWriterBatch = 500
+	DefaultWriterBatch = queue.DefaultBatch
 	maxWriterBatch     = 5000
 	// DefaultClaimIdle is the backstop claim of a live writer's stale
 	// entries; minClaimIdle is the least accepted: a writer renews its
 	// claim every quarter of it, so only a writer that could not reach
 	// Redis for seconds on end can lose its entries to the backstop.
-	DefaultClaimIdle       = 30 * time.Second
+	DefaultClaimIdle       = queue.DefaultClaimIdle
 	minClaimIdle           = 5 * time.Second
-	DefaultMaxDeliveries   = 5
+	DefaultMaxDeliveries   = queue.DefaultMaxDeliveries
 	maxMaxDeliveries       = 1000
-	DefaultAsyncDurability = "memory"
+	DefaultAsyncDurability = string(queue.DefaultDurability)
 	// DefaultPaymentTimeout is the payment deadline of an order unless
 	// SECKILL_PAYMENT_TIMEOUT says otherwise.
 	DefaultPaymentTimeout = 15 * time.Minute

@@ -7,6 +7,7 @@ import (
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -16,7 +17,7 @@ import (
 // would promise an order.
 func TestFailedAsyncOrderAnswers(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.Writers = -1 }) // admits, writes nothing
+		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.Writers = queue.NoWriters }) // admits, writes nothing
 		it := c.CreateItem(t, 5, "lua-async")
 		r, err := c.PlaceOrder(it.ID, "Alice", "key-1")
 		if err != nil || r.Status != http.StatusAccepted {

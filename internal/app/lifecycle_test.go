@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -321,7 +322,7 @@ func TestCancelledOrderStillCountsAsTheUsersOrder(t *testing.T) {
 // 409 order_pending, nothing changes; once a writer has written it, it can.
 func TestPendingOrderCannotBeSettledYet(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.Writers = -1 })
+		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.Writers = queue.NoWriters })
 		it := c.CreateItem(t, 5, "lua-async")
 		r, err := c.PlaceOrder(it.ID, "queued", "")
 		if err != nil || r.Status != http.StatusAccepted {

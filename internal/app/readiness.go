@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/shop"
 )
 
 // readinessTTL is how long a readiness check answers /readyz. A load
@@ -97,7 +98,7 @@ func (c *readinessCache) get(ctx context.Context) (*readiness, error) {
 
 // readyShop is the service with /readyz's checks cached.
 type readyShop struct {
-	*stock.Service
+	*shop.Service
 	ready *readinessCache
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/internal/handler"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 )
 
 type reconcileFlags struct {
@@ -26,7 +27,7 @@ func runReconcile(ctx context.Context, cfg Config, log *slog.Logger, rf reconcil
 		fmt.Fprintln(stderr, "seckill reconcile: needs SECKILL_REDIS_URL: the embedded Redis lives inside the service process; reconcile there with POST /api/v1/admin/items/{id}/reconcile")
 		return 2
 	}
-	cfg.Writers = -1 // a reconcile writes no queued orders
+	cfg.Writers = queue.NoWriters // a reconcile writes no queued orders
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = randomToken() // no admin API here
 	}

@@ -8,16 +8,25 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/handler"
+	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/internal/stock/gate"
+	"github.com/seckill/seckill/internal/stock/queue"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 // workerReport is how often a worker logs its queue.
 const workerReport = 10 * time.Second
 
 // runWorker runs lua-async writers with no HTTP API: more writers for a
-// busy sale, on other hosts, without more API instances. It shares Redis
-// and the database with the service, so it needs real ones. With
-// SECKILL_ADMIN_ADDR it serves /healthz and /metrics there.
+// busy sale, on other hosts, without more API instances. It is the store
+// and the queue's writers, nothing else. It shares Redis and the database
+// with the service, so it needs real ones. With SECKILL_ADMIN_ADDR it
+// serves /healthz and /metrics there.
 func runWorker(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr io.Writer) int {
 	if cfg.RedisURL == "" || cfg.MySQLDSN == "" {
 		fmt.Fprintln(stderr, "seckill worker: needs SECKILL_REDIS_URL and SECKILL_MYSQL_DSN: the embedded Redis and SQLite live inside one service process, which runs its own writers")
@@ -27,19 +36,19 @@ func runWorker(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr
 		fmt.Fprintln(stderr, "seckill worker: SECKILL_WRITERS=0: a worker without writers has nothing to do")
 		return 2
 	}
-	if cfg.AdminToken == "" {
-		cfg.AdminToken = randomToken() // a worker serves no admin API
+	if log == nil {
+		log = slog.Default()
 	}
-	a, err := New(ctx, cfg, log)
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "seckill worker: %v\n", err)
+		return 1
+	}
+	w, closeAll, err := startWorker(ctx, cfg, log, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "seckill worker: %v\n", err)
 		return 1
 	}
-	defer a.Close()
-	fmt.Fprintf(stdout, "seckill worker: %d lua-async writers\n", writerCount(cfg.Writers))
-	for _, b := range a.Backends() {
-		fmt.Fprintf(stdout, "  backend: %s\n", b)
-	}
+	defer closeAll()
 	errc := make(chan error, 1)
 	var srv *http.Server
 	if cfg.AdminAddr != "" {
@@ -53,7 +62,7 @@ func runWorker(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, `{"status":"ok"}`)
 		})
-		mux.Handle("GET /metrics", a.metrics.Handler())
+		mux.Handle("GET /metrics", w.metrics.Handler())
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		fmt.Fprintf(stdout, "  /healthz and /metrics on %s\n", l.Addr())
 		go func() { errc <- srv.Serve(l) }()
@@ -77,7 +86,7 @@ func runWorker(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr
 			}
 		case <-tick.C:
 			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			q, err := a.service.Backlog(qctx)
+			q, err := w.writers.Backlog(qctx)
 			cancel()
 			if err != nil {
 				log.Warn("worker: backlog not read", "err", err)
@@ -87,4 +96,73 @@ func runWorker(ctx context.Context, cfg Config, log *slog.Logger, stdout, stderr
 				"dead_letters", q.DeadLetters, "oldest_age", q.OldestAge.Round(time.Millisecond))
 		}
 	}
+}
+
+// worker is what seckill worker runs: the queue's writers over the store.
+type worker struct {
+	writers *queue.Writers
+	metrics *metrics.Metrics
+}
+
+// startWorker opens Redis and the database and starts the writers;
+// closeAll stops the writers, then closes the backends.
+func startWorker(ctx context.Context, cfg Config, log *slog.Logger, stdout io.Writer) (w *worker, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	rdb, _, rdesc, err := openRedis(ctx, cfg.RedisURL, cfg.RedisTimeout, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, func() { _ = rdb.Close() })
+	db, ddesc, _, err := database.Open(ctx, cfg.MySQLDSN, cfg.SQLitePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, func() { _ = sqlDB.Close() })
+	st, err := store.New(db, &store.Options{PaymentTimeout: cfg.PaymentTimeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.AsyncDurability == queue.DurabilityFsync {
+		// As the service does: a worker of a sale that asks for fsync
+		// starts only on a Redis that gives it.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := queue.CheckFsync(cctx, rdb)
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	keys, err := gate.NewKeys(cfg.KeyPrefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := metrics.New(handler.ErrorCode)
+	m.WatchRedis(rdb)
+	m.WatchDB(sqlDB)
+	writers, err := queue.StartWriters(st, rdb, keys, queue.Config{Writers: cfg.Writers, Batch: cfg.WriterBatch,
+		ClaimIdle: cfg.ClaimIdle, MaxDeliveries: cfg.MaxDeliveries, Observer: m,
+		AfterCommit: crashAfterCommit(os.Getenv), Durability: cfg.AsyncDurability}, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, writers.Close)
+	fmt.Fprintf(stdout, "seckill worker: %d lua-async writers\n", writers.Count())
+	for _, b := range []string{rdesc, ddesc} {
+		fmt.Fprintf(stdout, "  backend: %s\n", b)
+	}
+	return &worker{writers: writers, metrics: m}, closeAll, nil
 }

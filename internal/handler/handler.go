@@ -20,7 +20,7 @@ import (
 	"github.com/seckill/seckill/internal/stock"
 )
 
-// Shop is the domain the handler drives; *stock.Service implements it.
+// Shop is the domain the handler drives; *shop.Service implements it.
 type Shop interface {
 	CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item, error)
 	ListItems(ctx context.Context, f stock.ItemFilter) (*stock.ItemPage, error)
@@ -39,8 +39,6 @@ type Shop interface {
 	RequeueDeadLetters(ctx context.Context, id int64) (int, error)
 	Reconcile(ctx context.Context, id int64, repair bool) (*stock.Reconciliation, error)
 }
-
-var _ Shop = (*stock.Service)(nil)
 
 // Config tunes the handler.
 type Config struct {

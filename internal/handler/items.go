@@ -11,19 +11,19 @@ import (
 	"github.com/seckill/seckill/internal/stock"
 )
 
-// adminItem is the admin view of an item.
+// adminItemJSON is the admin view of an item.
 type adminItemJSON struct {
-	ID         int64      `json:"id"`
-	Name       string     `json:"name"`
-	PriceCents int64      `json:"price_cents"`
-	Stock      int64      `json:"stock"`
-	Sold       int64      `json:"sold"`
-	Remaining  int64      `json:"remaining"`
-	Strategy   string     `json:"strategy"`
-	StartsAt   *time.Time `json:"starts_at"`
-	EndsAt     *time.Time `json:"ends_at"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
+	ID         int64              `json:"id"`
+	Name       string             `json:"name"`
+	PriceCents int64              `json:"price_cents"`
+	Stock      int64              `json:"stock"`
+	Sold       int64              `json:"sold"`
+	Remaining  int64              `json:"remaining"`
+	Strategy   stock.StrategyName `json:"strategy"`
+	StartsAt   *time.Time         `json:"starts_at"`
+	EndsAt     *time.Time         `json:"ends_at"`
+	CreatedAt  time.Time          `json:"created_at"`
+	UpdatedAt  time.Time          `json:"updated_at"`
 	// Queue is the lua-async queue of the item; absent for other strategies.
 	Queue *queueJSON `json:"queue,omitempty"`
 }
@@ -58,12 +58,12 @@ type publicItemJSON struct {
 }
 
 type createItemRequest struct {
-	Name       *string    `json:"name"`
-	Stock      *int64     `json:"stock"`
-	PriceCents int64      `json:"price_cents"`
-	Strategy   string     `json:"strategy"`
-	StartsAt   *time.Time `json:"starts_at"`
-	EndsAt     *time.Time `json:"ends_at"`
+	Name       *string            `json:"name"`
+	Stock      *int64             `json:"stock"`
+	PriceCents int64              `json:"price_cents"`
+	Strategy   stock.StrategyName `json:"strategy"`
+	StartsAt   *time.Time         `json:"starts_at"`
+	EndsAt     *time.Time         `json:"ends_at"`
 }
 
 func (h *Handler) createItem(c *gin.Context) {

@@ -11,8 +11,8 @@ import (
 // ReconciliationJSON is the answer of a reconcile (also printed by
 // `seckill reconcile -json`).
 type ReconciliationJSON struct {
-	Item     int64  `json:"item"`
-	Strategy string `json:"strategy"`
+	Item     int64              `json:"item"`
+	Strategy stock.StrategyName `json:"strategy"`
 	Database struct {
 		Stock        int64 `json:"stock"`
 		Sold         int64 `json:"sold"`

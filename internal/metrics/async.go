@@ -42,7 +42,7 @@ func newAsyncMetrics(reg *prometheus.Registry) asyncMetrics {
 	return a
 }
 
-// Persisted records one committed lua-async batch (stock.AsyncObserver).
+// Persisted records one committed lua-async batch (shop.AsyncObserver).
 func (m *Metrics) Persisted(written, already, failed int, took time.Duration) {
 	if m == nil {
 		return

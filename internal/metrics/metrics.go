@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/stock"
 )
 
 const namespace = "seckill"
@@ -146,7 +147,7 @@ func (m *Metrics) Request(route, method string, status int, d time.Duration) {
 }
 
 // Order records the outcome of an order on a strategy; err nil is "created".
-func (m *Metrics) Order(strategy string, err error) {
+func (m *Metrics) Order(strategy stock.StrategyName, err error) {
 	if m == nil {
 		return
 	}
@@ -154,20 +155,20 @@ func (m *Metrics) Order(strategy string, err error) {
 	if err != nil {
 		code = m.code(err)
 	}
-	m.orders.WithLabelValues(strategy, code).Inc()
+	m.orders.WithLabelValues(string(strategy), code).Inc()
 }
 
 // Transition records an order moved to paid, cancelled or expired on an
-// item of strategy (stock.LifecycleObserver).
-func (m *Metrics) Transition(strategy, to string) {
+// item of strategy (shop.LifecycleObserver).
+func (m *Metrics) Transition(strategy stock.StrategyName, to string) {
 	if m != nil {
-		m.transitions.WithLabelValues(strategy, to).Inc()
+		m.transitions.WithLabelValues(string(strategy), to).Inc()
 	}
 }
 
 // StockReturned records a cancelled order's unit back in stock; retried
-// means the sweeper finished it (stock.LifecycleObserver).
-func (m *Metrics) StockReturned(strategy string, retried bool) {
+// means the sweeper finished it (shop.LifecycleObserver).
+func (m *Metrics) StockReturned(strategy stock.StrategyName, retried bool) {
 	if m == nil {
 		return
 	}
@@ -175,7 +176,7 @@ func (m *Metrics) StockReturned(strategy string, retried bool) {
 	if retried {
 		via = "sweeper"
 	}
-	m.returns.WithLabelValues(strategy, via).Inc()
+	m.returns.WithLabelValues(string(strategy), via).Inc()
 }
 
 // RateLimited records a refusal by the named limit ("user" or "ip").

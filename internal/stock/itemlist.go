@@ -1,9 +1,6 @@
 package stock
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Sale statuses of an item, as the admin list filters them.
 const (
@@ -50,54 +47,18 @@ type ItemPage struct {
 	NextBefore int64
 }
 
-// ListItems reads a page of items, newest first, as the database has them.
-func (s *Service) ListItems(ctx context.Context, f ItemFilter) (*ItemPage, error) {
+// Validate checks a filter as the API takes it.
+func (f ItemFilter) Validate() error {
 	switch f.Status {
 	case "", SaleUpcoming, SaleOnSale, SaleSoldOut, SaleEnded:
 	default:
-		return nil, Invalidf("status must be one of %q, %q, %q or %q", SaleUpcoming, SaleOnSale, SaleSoldOut, SaleEnded)
+		return Invalidf("status must be one of %q, %q, %q or %q", SaleUpcoming, SaleOnSale, SaleSoldOut, SaleEnded)
 	}
 	if f.Limit < 1 || f.Limit > MaxListLimit {
-		return nil, Invalidf("limit must be from 1 to %d", MaxListLimit)
+		return Invalidf("limit must be from 1 to %d", MaxListLimit)
 	}
 	if f.Before < 0 {
-		return nil, Invalidf("before must be a positive item id")
+		return Invalidf("before must be a positive item id")
 	}
-	return s.store.ListItems(ctx, f, dbNow())
-}
-
-// ListItems reads a page of items whose sale status at now is f.Status.
-// The status is filtered in SQL, as SaleStatus decides it, so a page is
-// full whenever more items match.
-func (s *Store) ListItems(ctx context.Context, f ItemFilter, now time.Time) (*ItemPage, error) {
-	q := s.db.WithContext(ctx).Model(&itemRow{}).Order("id DESC").Limit(f.Limit + 1)
-	if f.Before > 0 {
-		q = q.Where("id < ?", f.Before)
-	}
-	ended := "(ends_at IS NOT NULL AND ends_at <= ?)"
-	upcoming := "(starts_at IS NOT NULL AND starts_at > ?)"
-	open := "NOT " + ended + " AND NOT " + upcoming
-	switch f.Status {
-	case SaleEnded:
-		q = q.Where(ended, now)
-	case SaleUpcoming:
-		q = q.Where("NOT "+ended+" AND "+upcoming, now, now)
-	case SaleSoldOut:
-		q = q.Where(open+" AND sold >= stock", now, now)
-	case SaleOnSale:
-		q = q.Where(open+" AND sold < stock", now, now)
-	}
-	var rows []itemRow
-	if err := q.Find(&rows).Error; err != nil {
-		return nil, dbError("list items", err)
-	}
-	page := &ItemPage{Items: make([]*Item, 0, min(len(rows), f.Limit))}
-	for i := range rows {
-		if i == f.Limit {
-			page.NextBefore = rows[i-1].ID
-			break
-		}
-		page.Items = append(page.Items, rows[i].item())
-	}
-	return page, nil
+	return nil
 }

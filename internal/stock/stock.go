@@ -6,17 +6,33 @@
 // UNIQUE(item_id, user_id) key. Redis is the fast gate in front of it.
 package stock
 
-import (
-	"errors"
-	"time"
+import "time"
+
+// StrategyName names how an item is sold, as stored on the item and
+// accepted by the API. (The strategies themselves, shop.Strategy, live in
+// package shop.)
+type StrategyName string
+
+// The strategies.
+const (
+	// StrategyLua reserves a unit in the Redis gate, then writes the order
+	// (group commit); 201 once it is in the database.
+	StrategyLua StrategyName = "lua"
+	// StrategyLock writes under the item's Redis lock with a fencing token;
+	// no stock in Redis.
+	StrategyLock StrategyName = "lock"
+	// StrategyLuaAsync takes a unit in the gate and queues the order in a
+	// Redis stream; 202 at once, writers persist it.
+	StrategyLuaAsync StrategyName = "lua-async"
 )
 
-// Strategy names as stored on items and accepted by the API.
-const (
-	StrategyLua      = "lua"
-	StrategyLock     = "lock"
-	StrategyLuaAsync = "lua-async"
-)
+// Strategies lists every strategy name, in the order the API documents them.
+var Strategies = []StrategyName{StrategyLua, StrategyLock, StrategyLuaAsync}
+
+// Valid reports whether n names a strategy.
+func (n StrategyName) Valid() bool {
+	return n == StrategyLua || n == StrategyLock || n == StrategyLuaAsync
+}
 
 // Order statuses. An order is created when it is sold, then paid or
 // cancelled, once: cancelled (by its user, or because its payment deadline
@@ -41,7 +57,7 @@ type Item struct {
 	PriceCents int64
 	Stock      int64
 	Sold       int64
-	Strategy   string
+	Strategy   StrategyName
 	StartsAt   *time.Time
 	EndsAt     *time.Time
 	CreatedAt  time.Time
@@ -51,8 +67,8 @@ type Item struct {
 // Remaining is what is left to sell according to the database.
 func (it *Item) Remaining() int64 { return it.Stock - it.Sold }
 
-// window reports why the sale is closed at now, or nil when it is open.
-func (it *Item) window(now time.Time) error {
+// Window reports why the sale is closed at now, or nil when it is open.
+func (it *Item) Window(now time.Time) error {
 	if it.StartsAt != nil && now.Before(*it.StartsAt) {
 		return ErrSaleNotStarted
 	}
@@ -77,15 +93,15 @@ type Order struct {
 	UpdatedAt time.Time
 }
 
-// due reports whether o is created and its payment deadline has passed at now.
-func (o *Order) due(now time.Time) bool {
+// Due reports whether o is created and its payment deadline has passed at now.
+func (o *Order) Due(now time.Time) bool {
 	return o.Status == StatusCreated && o.ExpiresAt != nil && !now.Before(*o.ExpiresAt)
 }
 
-// expired reports whether o was cancelled by its payment deadline: it was
+// Expired reports whether o was cancelled by its payment deadline: it was
 // cancelled at or after it (the cancellation's time is its updated_at, and
 // a cancelled order never changes again).
-func (o *Order) expired() bool {
+func (o *Order) Expired() bool {
 	return o.Status == StatusCancelled && o.ExpiresAt != nil && !o.UpdatedAt.Before(*o.ExpiresAt)
 }
 
@@ -94,7 +110,7 @@ type NewItem struct {
 	Name       string
 	Stock      int64
 	PriceCents int64
-	Strategy   string // empty: the service default
+	Strategy   StrategyName // empty: the service default
 	StartsAt   *time.Time
 	EndsAt     *time.Time
 }
@@ -106,32 +122,12 @@ type OrderRequest struct {
 	IdempotencyKey string // optional
 }
 
-// Limits on input, shared by the handler's validation and the domain.
+// Limits on input. The Validate functions enforce them; the handler uses
+// them in its own messages and to bound what it reads.
 const (
-	MaxStock      = 100_000_000
-	MaxPriceCents = 1_000_000_000_000
-	MaxNameLen    = 200
-	MaxUserIDLen  = 64
-	MaxIdemKeyLen = 128
-)
-
-// Sentinel errors. Infrastructure failures are wrapped into ErrUnavailable;
-// callers test them with errors.Is.
-var (
-	ErrNotFound            = errors.New("not found")
-	ErrInvalid             = errors.New("invalid input")
-	ErrSoldOut             = errors.New("sold out")
-	ErrAlreadyPurchased    = errors.New("already purchased")
-	ErrSaleNotStarted      = errors.New("sale not started")
-	ErrSaleEnded           = errors.New("sale ended")
-	ErrStockBelowSold      = errors.New("stock below sold")
-	ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
-	ErrOrderPaid           = errors.New("order already paid")
-	ErrOrderCancelled      = errors.New("order cancelled")
-	ErrOrderExpired        = errors.New("order expired: its payment deadline passed")
-	ErrOrderPending        = errors.New("order not yet persisted")
-	// ErrOrderFailed is a lua-async order the database refused after it was
-	// queued (status failed): it can be neither paid nor cancelled.
-	ErrOrderFailed = errors.New("order failed: the database refused it after it was queued")
-	ErrUnavailable = errors.New("backend unavailable")
+	MaxStock      = 100_000_000       // most units an item may have
+	MaxPriceCents = 1_000_000_000_000 // highest price, in cents
+	MaxNameLen    = 200               // longest item name, in bytes
+	MaxUserIDLen  = 64                // longest user id, in bytes
+	MaxIdemKeyLen = 128               // longest Idempotency-Key, in bytes
 )

@@ -1,0 +1,260 @@
+// Package gate is the Redis gate in front of the database: per item, the
+// stock, what is taken, the sale window and the buyers, checked and changed
+// by Lua scripts so that a stampede is refused in Redis. It guards no
+// promise alone (the database has the last word on oversell and on one
+// order per user); it keeps the database from the stampede, and its hand-
+// back and release are exact, so no unit is lost in it.
+//
+// It also holds the round-trip sharing Pipeline, the sold-out Memo kept in
+// step across instances by Events, and the Keys of everything in Redis.
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// Gate runs the gate's scripts for every item.
+type Gate struct {
+	rdb  redis.UniversalClient
+	keys Keys
+	pipe *Pipeline
+	log  *slog.Logger
+}
+
+// New returns a Gate on rdb that sends its hot-path calls through pipe.
+func New(rdb redis.UniversalClient, keys Keys, pipe *Pipeline, log *slog.Logger) *Gate {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Gate{rdb: rdb, keys: keys, pipe: pipe, log: log}
+}
+
+// Keys names the keys the gate uses.
+func (g *Gate) Keys() Keys { return g.keys }
+
+// Exists reports whether item id's gate is in Redis.
+func (g *Gate) Exists(ctx context.Context, id int64) (bool, error) {
+	n, err := g.rdb.Exists(ctx, g.keys.Meta(id)).Result()
+	if err != nil {
+		return false, Error("check gate", err)
+	}
+	return n == 1, nil
+}
+
+// Reserve takes one unit of the item for userID under orderID, if the sale
+// is open, the user holds none and a unit is left, and returns the stock
+// the gate saw (for HandBack's soldOutAt). Refusals: stock.ErrSoldOut,
+// stock.ErrSaleNotStarted, stock.ErrSaleEnded, *DupError (the order the
+// user holds), ErrMissing. If ctx ends while the script is in flight, the
+// script may still reserve; abandoned then runs once it has answered.
+func (g *Gate) Reserve(ctx context.Context, itemID int64, userID, orderID string, now time.Time, abandoned func()) (stockSeen string, err error) {
+	res, err := g.pipe.RunScript(ctx, reserveScript, abandoned,
+		[]string{g.keys.Meta(itemID), g.keys.Buyers(itemID), g.keys.void(itemID, orderID)},
+		userID, orderID, now.UnixMilli()).StringSlice()
+	if err != nil {
+		return "", Error("reserve", err)
+	}
+	if len(res) != 3 {
+		return "", fmt.Errorf("redis: reserve: unexpected reply %q", res)
+	}
+	switch res[0] {
+	case "ok":
+		return res[2], nil
+	case "dup":
+		return "", &DupError{OrderID: res[1]}
+	case "void":
+		// Handed back already: its caller gave up (a rerun reached Redis
+		// after the hand-back).
+		return "", fmt.Errorf("redis: reserve: attempt %s was given up: %w", orderID, stock.ErrUnavailable)
+	}
+	return "", statusError("reserve", itemID, res[0])
+}
+
+// statusError is the error of a script's common refusals.
+func statusError(op string, itemID int64, status string) error {
+	switch status {
+	case "sold_out":
+		return stock.ErrSoldOut
+	case "not_started":
+		return stock.ErrSaleNotStarted
+	case "ended":
+		return stock.ErrSaleEnded
+	case "missing":
+		return fmt.Errorf("item %d: %w", itemID, ErrMissing)
+	}
+	return fmt.Errorf("redis: %s: unexpected status %q", op, status)
+}
+
+// voidTTL is how long a handed-back attempt stays void: far longer than a
+// reserve command can wander in a stalled connection.
+const voidTTL = 10 * time.Minute
+
+// HandBack returns the unit orderID reserved for userID, once, and reports
+// whether it went back. soldOutAt, when not "", is the stock the reserve
+// saw: the database said sold out at it, and the gate is marked so.
+func (g *Gate) HandBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
+	keys := []string{g.keys.Meta(itemID), g.keys.Buyers(itemID), g.keys.Released(itemID), g.keys.void(itemID, orderID)}
+	status, err := runStatus(ctx, g.rdb, handBackScript, "hand back", keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second))
+	return status == "back", err
+}
+
+// Build creates the item's gate, unless it exists, from a database
+// snapshot: the item's stock, sold and sale window, and the ids of its
+// cancelled orders (sold left them out: they count as released). It
+// reports whether this call created it.
+func (g *Gate) Build(ctx context.Context, it *stock.Item, cancelled []string) (bool, error) {
+	args := make([]any, 0, 4+len(cancelled))
+	args = append(args, it.Stock, it.Sold, unixMilli(it.StartsAt), unixMilli(it.EndsAt))
+	for _, o := range cancelled {
+		args = append(args, o)
+	}
+	status, err := runStatus(ctx, g.rdb, buildScript, "build gate", []string{g.keys.Meta(it.ID), g.keys.Released(it.ID)}, args...)
+	return status == "built", err
+}
+
+// BuildWithBuyers creates a lua-async item's gate, unless it exists, with
+// taken units, the buyers (user -> order id) and the queue epoch the
+// enqueue script stamps on its entries; cancelled as for Build. It reports
+// whether this call created it.
+func (g *Gate) BuildWithBuyers(ctx context.Context, it *stock.Item, taken, epoch int64, buyers map[string]string, cancelled []string) (bool, error) {
+	// The buyers go to a temporary hash first, in slices (there may be
+	// many), which the script renames into place.
+	tmp := g.keys.Item(it.ID) + ":rebuild:" + randomHex(6)
+	fields := make([]any, 0, 2*1000)
+	flush := func() error {
+		if len(fields) == 0 {
+			return nil
+		}
+		_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, tmp, fields...)
+			p.Expire(ctx, tmp, time.Minute)
+			return nil
+		})
+		fields = fields[:0]
+		if err != nil {
+			return Error("write rebuilt buyers", err)
+		}
+		return nil
+	}
+	for u, o := range buyers {
+		fields = append(fields, u, o)
+		if len(fields) == cap(fields) {
+			if err := flush(); err != nil {
+				return false, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return false, err
+	}
+	args := []any{it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt), epoch}
+	for _, oid := range cancelled {
+		args = append(args, oid)
+	}
+	status, err := runStatus(ctx, g.rdb, buildBuyersScript, "install rebuilt gate",
+		[]string{g.keys.Meta(it.ID), g.keys.Buyers(it.ID), tmp, g.keys.Released(it.ID)}, args...)
+	return status == "built", err
+}
+
+// SetStockResult is what SetStock did.
+type SetStockResult int
+
+// What SetStock did.
+const (
+	StockSet     SetStockResult = iota // the gate has the new stock
+	StockMissing                       // no gate: the next order builds it
+	StockRefused                       // strict, and below what is taken
+)
+
+// SetStock sets the stock in an item's gate; an absent gate stays absent.
+// strict refuses a stock below what the gate has taken.
+func (g *Gate) SetStock(ctx context.Context, id, units int64, strict bool) (SetStockResult, error) {
+	flag := "0"
+	if strict {
+		flag = "1"
+	}
+	status, err := runStatus(ctx, g.rdb, setStockScript, "set stock", []string{g.keys.Meta(id)}, units, flag)
+	switch {
+	case err != nil:
+		return StockSet, err
+	case status == "refused":
+		return StockRefused, nil
+	case status == "missing":
+		return StockMissing, nil
+	case status != "set":
+		return StockSet, fmt.Errorf("redis: set stock: unexpected status %q", status)
+	}
+	return StockSet, nil
+}
+
+// Release returns a cancelled order's unit to the item's gate, once per
+// order however often it runs; it reports whether this call took it back.
+// ErrMissing: build the gate (which counts the order if it was cancelled
+// before the build's snapshot) and release again.
+func (g *Gate) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
+	res, err := runStatus(ctx, g.rdb, releaseScript, "release", []string{g.keys.Meta(itemID), g.keys.Released(itemID)}, orderID)
+	if err != nil {
+		return false, err
+	}
+	switch res {
+	case "released":
+		return true, nil
+	case "already":
+		return false, nil
+	}
+	return false, statusError("release", itemID, res)
+}
+
+// Repair is a rewrite of an item's gate computed from one snapshot of
+// Redis and the database; it applies only if the gate is still as seen.
+type Repair struct {
+	// As seen: the gate's taken field, the buyers' and queue's lengths.
+	TakenSeen  string
+	BuyersSeen int64
+	QueuedSeen int64
+	// To write.
+	Stock, Taken int64
+	SetBuyers    map[string]string // user -> order id to set
+	RemoveBuyers map[string]string // user -> order id to remove if unchanged
+	Released     []string          // cancelled order ids: their units are back
+}
+
+// Repair applies r to the item's gate if nothing changed it since the
+// snapshot, and reports whether it did.
+func (g *Gate) Repair(ctx context.Context, itemID int64, r Repair) (bool, error) {
+	args := []any{r.TakenSeen, r.BuyersSeen, r.QueuedSeen, r.Stock, r.Taken, len(r.SetBuyers), len(r.RemoveBuyers)}
+	for u, o := range r.SetBuyers {
+		args = append(args, u, o)
+	}
+	for u, o := range r.RemoveBuyers {
+		args = append(args, u, o)
+	}
+	for _, oid := range r.Released {
+		args = append(args, oid)
+	}
+	status, err := runStatus(ctx, g.rdb, repairScript, "repair gate", []string{g.keys.Meta(itemID), g.keys.Buyers(itemID),
+		g.keys.Stream(itemID), g.keys.Released(itemID)}, args...)
+	return status == "repaired", err
+}
+
+func unixMilli(t *time.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,61 @@
+-- lua-async: admit one order and queue it for the database writers, all at
+-- once: the idempotency key, then the gate's checks (refusal(), from the
+-- gate's admit.lua, concatenated in front of this script), then XADD to the
+-- item's stream. Nothing is written unless every check passes.
+-- Stream fields: see entry.go (FieldOrder, FieldUser, FieldKey, FieldTime,
+-- FieldEpoch); change both together.
+-- Replies {status, order id}: 'ok', 'replay' (the key names that order),
+-- 'conflict', 'missing' (no gate: build it and run this again), or a
+-- refusal() status.
+local meta = KEYS[1]    -- stock, taken, starts, ends, soldout, epoch (the queue epoch
+                        -- each entry carries, see migrations/*/00004)
+local buyers = KEYS[2]  -- user id -> order id
+local stream = KEYS[3]  -- the item's order stream
+local marker = KEYS[4]  -- the queued order's marker (found by order id until written)
+local idem = KEYS[5]    -- optional: the Idempotency-Key, "user|order id"
+local user = ARGV[1]
+local order = ARGV[2]   -- made before the script, so a rerun after a lost reply finds its own order
+local now = ARGV[3]     -- unix ms
+local item = ARGV[4]
+local key = ARGV[5]     -- '' = none
+local idem_ttl = ARGV[6]   -- seconds
+local marker_ttl = ARGV[7] -- seconds
+
+if idem then
+  local held = redis.call('GET', idem)
+  if held then
+    local sep = string.find(held, '|', 1, true)
+    if not sep or string.sub(held, 1, sep - 1) ~= user then
+      return {'conflict', ''}
+    end
+    local oid = string.sub(held, sep + 1)
+    if oid == order then
+      return {'ok', oid}
+    end
+    if oid ~= '' then
+      return {'replay', oid}
+    end
+  end
+end
+local m = redis.call('HMGET', meta, 'stock', 'taken', 'starts', 'ends', 'soldout', 'epoch')
+if not m[1] then
+  return {'missing', ''}
+end
+local prev = redis.call('HGET', buyers, user)
+if prev == order then
+  return {'ok', prev}
+end
+local why = refusal(m, prev, tonumber(now))
+if why == 'dup' then
+  return {'dup', prev}
+elseif why then
+  return {why, ''}
+end
+redis.call('HINCRBY', meta, 'taken', 1)
+redis.call('HSET', buyers, user, order)
+redis.call('XADD', stream, '*', 'o', order, 'u', user, 'k', key, 't', now, 'e', m[6] or '0')
+redis.call('SET', marker, item .. '|' .. user .. '|' .. now, 'EX', marker_ttl)
+if idem then
+  redis.call('SET', idem, user .. '|' .. order, 'EX', idem_ttl)
+end
+return {'ok', order}

@@ -1,0 +1,324 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
+)
+
+// maxCommitOrders caps the orders group commit writes in one transaction (8 placeholders each,
+// well under MySQL's 65,535).
+const maxCommitOrders = 500
+
+// writerIdle is how long an item's group-commit writer waits for work
+// before it exits.
+const writerIdle = 30 * time.Second
+
+// answerMargin is the time a batch leaves its earliest caller between the
+// end of its transaction and that caller's deadline: enough to settle and
+// deliver the answer, so no caller waits past its deadline.
+const answerMargin = 100 * time.Millisecond
+
+// orderWriter is group commit for one hot row: each item has a writer that
+// takes every order queued while its previous transaction committed and
+// writes them in one transaction. Each order's caller still waits for the
+// commit, so an answer is never given before the order is durable.
+//
+// Every wait is bounded by the callers' deadlines: a caller whose deadline
+// passes while its order is still queued withdraws it; a batch's
+// transaction (the lock wait included) ends answerMargin before the earliest
+// deadline among its orders, so a caller whose order was taken always hears
+// what happened, in time; and the database part of a transaction is bounded
+// by budget, so a stalled database answers 503 in about that long.
+type orderWriter struct {
+	store  *store.Store
+	guard  writeGuard    // nil: no lock around the writes
+	budget time.Duration // bound on each step of a transaction (stallWatch)
+	// maxWait bounds a caller whose context has no deadline, as if it had
+	// the request timeout.
+	maxWait time.Duration
+
+	mu      sync.Mutex
+	queues  map[int64]*writeQueue
+	closing bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type writeQueue struct {
+	ch      chan *commitRequest
+	senders int // guarded by orderWriter.mu: sends announced, not yet received
+}
+
+type commitRequest struct {
+	o         *stock.Order
+	key       string
+	committed func(*stock.Order) // may be nil
+	deadline  time.Time          // the caller's
+	state     atomic.Int32       // writeQueued, then writeTaken or writeWithdrawn
+	done      chan error
+}
+
+// A pending write's state: the writer takes it, or its caller withdraws it
+// when its deadline passes first; whoever moves it first decides.
+const (
+	writeQueued int32 = iota
+	writeTaken
+	writeWithdrawn
+)
+
+// writeGuard wraps an item's writes in a lock: hold returns the fencing
+// token to write with, taking the lock if needed; done says whether more
+// writes are queued, so the lock can be kept or released. Both are called
+// only from the item's writer goroutine.
+type writeGuard interface {
+	hold(ctx context.Context, itemID int64) (fence int64, err error)
+	done(itemID int64, more bool)
+}
+
+// newOrderWriter returns a writer with the default bounds (see bound).
+func newOrderWriter(st *store.Store, guard writeGuard) *orderWriter {
+	return &orderWriter{store: st, guard: guard, budget: DefaultWriteTimeout, maxWait: DefaultRequestTimeout,
+		queues: map[int64]*writeQueue{}, stop: make(chan struct{})}
+}
+
+// bound sets the database work one transaction may take, and the wait of a
+// caller whose context has no deadline. Call it before any write.
+func (w *orderWriter) bound(budget, maxWait time.Duration) {
+	w.budget, w.maxWait = budget, maxWait
+}
+
+// write queues o and waits for its transaction. Once the writer has taken
+// o, the answer says what happened: the writer answers before ctx's
+// deadline. Until then, the end of ctx withdraws o, unwritten.
+// committed runs once o is committed, before any answer of its batch is
+// delivered, so nobody can see the item sold out before it ran.
+func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, committed func(*stock.Order)) error {
+	if err := ctx.Err(); err != nil {
+		return notWritten(err)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(w.maxWait)
+	}
+	w.mu.Lock()
+	if w.closing {
+		w.mu.Unlock()
+		return fmt.Errorf("shutting down: %w", stock.ErrUnavailable)
+	}
+	q := w.queues[o.ItemID]
+	if q == nil {
+		q = &writeQueue{ch: make(chan *commitRequest, maxCommitOrders)}
+		w.queues[o.ItemID] = q
+		w.wg.Add(1)
+		go w.run(o.ItemID, q)
+	}
+	q.senders++
+	w.mu.Unlock()
+
+	p := &commitRequest{o: o, key: key, committed: committed, deadline: deadline, done: make(chan error, 1)}
+	select {
+	case q.ch <- p:
+	case <-ctx.Done():
+		w.mu.Lock()
+		q.senders--
+		w.mu.Unlock()
+		return notWritten(ctx.Err())
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		if p.state.CompareAndSwap(writeQueued, writeWithdrawn) {
+			return notWritten(ctx.Err())
+		}
+		return <-p.done // taken: its transaction ends before the deadline
+	}
+}
+
+// notWritten is the answer to an order withdrawn before any write began.
+func notWritten(err error) error {
+	return fmt.Errorf("order not written before the request's deadline: %w: %w", stock.ErrUnavailable, err)
+}
+
+func (w *orderWriter) run(itemID int64, q *writeQueue) {
+	defer w.wg.Done()
+	idle := time.NewTimer(writerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case p := <-q.ch:
+			w.commit(itemID, w.collect(q, p))
+			if w.guard != nil {
+				w.guard.done(itemID, len(q.ch) > 0)
+			}
+			idle.Reset(writerIdle)
+		case <-idle.C:
+			w.mu.Lock()
+			if q.senders == 0 {
+				delete(w.queues, itemID)
+				w.mu.Unlock()
+				return
+			}
+			w.mu.Unlock()
+			idle.Reset(writerIdle)
+		case <-w.stop:
+			// No new senders now; finish every send already announced (a
+			// sender may also withdraw its announcement: look again).
+			for {
+				w.mu.Lock()
+				n := q.senders
+				w.mu.Unlock()
+				if n == 0 {
+					if w.guard != nil {
+						w.guard.done(itemID, false)
+					}
+					return
+				}
+				select {
+				case p := <-q.ch:
+					w.commit(itemID, w.collect(q, p))
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+	}
+}
+
+// collect takes p and whatever else is queued, up to maxCommitOrders, leaving out
+// the orders their callers withdrew, and answering at once those whose
+// deadline is too close to write them.
+func (w *orderWriter) collect(q *writeQueue, p *commitRequest) []*commitRequest {
+	received := 1
+	batch := make([]*commitRequest, 0, 1)
+	take := func(p *commitRequest) {
+		if !p.state.CompareAndSwap(writeQueued, writeTaken) {
+			return // withdrawn: its caller has its answer
+		}
+		if time.Until(p.deadline) < 2*answerMargin {
+			p.done <- notWritten(context.DeadlineExceeded)
+			return
+		}
+		batch = append(batch, p)
+	}
+	take(p)
+collect:
+	for received < maxCommitOrders {
+		select {
+		case p := <-q.ch:
+			received++
+			take(p)
+		default:
+			break collect
+		}
+	}
+	w.mu.Lock()
+	q.senders -= received
+	w.mu.Unlock()
+	return batch
+}
+
+// commit writes a batch in one transaction, or one by one when the batch
+// as a whole is refused, and answers every caller. The lock wait and the
+// transaction end answerMargin before the batch's earliest deadline, and
+// the database work takes at most the budget.
+func (w *orderWriter) commit(itemID int64, batch []*commitRequest) {
+	if len(batch) == 0 {
+		return
+	}
+	earliest := time.Now().Add(w.maxWait)
+	for _, p := range batch {
+		if !p.deadline.IsZero() && p.deadline.Before(earliest) {
+			earliest = p.deadline
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), earliest.Add(-answerMargin))
+	defer cancel()
+	results := make([]error, len(batch))
+	answer := func() {
+		// Settle every committed order (concurrently: each is a Redis call)
+		// before anyone of the batch hears an answer.
+		var wg sync.WaitGroup
+		for i, p := range batch {
+			if results[i] == nil && p.committed != nil {
+				wg.Add(1)
+				go func() { defer wg.Done(); p.committed(p.o) }()
+			}
+		}
+		wg.Wait()
+		for i, p := range batch {
+			p.done <- results[i]
+		}
+	}
+	defer answer()
+
+	var fence int64
+	if w.guard != nil {
+		f, err := w.guard.hold(ctx, itemID)
+		if err != nil {
+			for i := range results {
+				results[i] = err
+			}
+			return
+		}
+		fence = f
+	}
+	// The budget starts once the lock is held, so a lock obtained late
+	// still leaves the write its time (within the callers' deadlines).
+	ctx, watch, stopWatch := watchStalls(ctx, w.budget)
+	defer stopWatch()
+	now := store.Now()
+	err := store.ErrBatchRefused
+	if len(batch) > 1 {
+		err = w.store.InsertBatch(ctx, writes(batch), now, fence, watch.progress)
+	}
+	switch {
+	case err == nil:
+		for _, p := range batch {
+			w.store.Created(p.o, now)
+		}
+	case !errors.Is(err, store.ErrBatchRefused):
+		for i := range results {
+			results[i] = err
+		}
+	default:
+		w.settleRefused(ctx, watch, itemID, batch, results, fence, now)
+	}
+}
+
+// stallWatch ends a transaction whose database makes no progress: it
+// cancels the context when one step (a statement, a commit, a one-order
+// transaction) takes longer than the budget. A large batch on a busy but
+// working database takes as many budgets as it has steps; a stalled one
+// is given up on in one budget.
+type stallWatch struct {
+	t      *time.Timer
+	budget time.Duration
+}
+
+func watchStalls(ctx context.Context, budget time.Duration) (context.Context, *stallWatch, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &stallWatch{t: time.AfterFunc(budget, cancel), budget: budget}
+	return ctx, w, func() { w.t.Stop(); cancel() }
+}
+
+// progress starts the budget again after a step finished.
+func (w *stallWatch) progress() { w.t.Reset(w.budget) }
+
+// close refuses new writes, lets the writers finish what is queued, and
+// waits for them.
+func (w *orderWriter) close() {
+	w.mu.Lock()
+	if !w.closing {
+		w.closing = true
+		close(w.stop)
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}

@@ -1,0 +1,118 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
+)
+
+// settleRefused answers a batch that could not be written whole, in a few
+// round trips however large it is. Buyers who already hold an order get
+// ErrAlreadyPurchased; a user's second order in the batch gets what the
+// first one got; the rest are written in arrival order, as many at a time
+// as there are units left, until they are all written or nothing is left.
+// A chunk refused whole (a clash inside it) is written order by order.
+func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, itemID int64, batch []*commitRequest, results []error, fence int64, now time.Time) {
+	fail := func(idx []int, err error) {
+		for _, i := range idx {
+			results[i] = err
+		}
+	}
+	users := make([]string, len(batch))
+	for i, p := range batch {
+		users[i] = p.o.UserID
+	}
+	bought, err := w.store.BuyersAmong(ctx, itemID, users)
+	watch.progress()
+	if err != nil {
+		fail(allIndexes(len(batch)), err)
+		return
+	}
+	first := map[string]int{} // user -> index of their first order in the batch
+	var queue, repeats []int
+	for i, p := range batch {
+		u := p.o.UserID
+		switch _, seen := first[u]; {
+		case bought[u]:
+			results[i] = stock.ErrAlreadyPurchased
+		case seen:
+			repeats = append(repeats, i)
+		default:
+			first[u] = i
+			queue = append(queue, i)
+		}
+	}
+	for len(queue) > 0 {
+		left, err := w.store.Remaining(ctx, itemID)
+		watch.progress()
+		if err != nil {
+			fail(queue, err)
+			break
+		}
+		if left <= 0 {
+			fail(queue, stock.ErrSoldOut)
+			break
+		}
+		take := queue[:min(int(left), len(queue))]
+		queue = queue[len(take):]
+		w.writeChunk(ctx, watch, batch, take, results, fence, now)
+	}
+	for _, i := range repeats {
+		if f := results[first[batch[i].o.UserID]]; f == nil {
+			results[i] = stock.ErrAlreadyPurchased
+		} else {
+			results[i] = f
+		}
+	}
+}
+
+// writeChunk writes the orders at idx as one batch, or one by one if the
+// batch is refused.
+func (w *orderWriter) writeChunk(ctx context.Context, watch *stallWatch, batch []*commitRequest, idx []int, results []error, fence int64, now time.Time) {
+	sub := make([]*commitRequest, len(idx))
+	for j, i := range idx {
+		sub[j] = batch[i]
+	}
+	err := store.ErrBatchRefused
+	if len(sub) > 1 {
+		err = w.store.InsertBatch(ctx, writes(sub), now, fence, watch.progress)
+	}
+	for _, i := range idx {
+		switch {
+		case err == nil:
+			w.store.Created(batch[i].o, now)
+			results[i] = nil
+		case errors.Is(err, store.ErrBatchRefused):
+			results[i] = w.store.InsertOrder(ctx, batch[i].o, batch[i].key, fence)
+			watch.progress()
+			if errors.Is(results[i], stock.ErrUnavailable) {
+				// Where in the transaction the database stopped answering
+				// is not known here: it may have been the commit.
+				results[i] = fmt.Errorf("%w: %w", store.ErrMaybeCommitted, results[i])
+			}
+		default:
+			results[i] = err
+		}
+	}
+}
+
+func allIndexes(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// writes is a batch as the store writes it.
+func writes(batch []*commitRequest) []store.OrderWrite {
+	out := make([]store.OrderWrite, len(batch))
+	for i, p := range batch {
+		out[i] = store.OrderWrite{Order: p.o, Key: p.key}
+	}
+	return out
+}

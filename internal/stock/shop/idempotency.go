@@ -1,0 +1,168 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
+)
+
+// What an earlier request with the same Idempotency-Key achieved.
+const (
+	claimNew  = "new"     // none: this is the first request with the key
+	claimOpen = "pending" // it placed no order (yet)
+	claimDone = "done"    // it placed an order
+)
+
+// claim binds an Idempotency-Key to a user in Redis and says what an
+// earlier request with it achieved. The value is "<user id>|<order id>", the
+// order id empty until known (user ids never contain '|'). One SET NX GET
+// (Redis 7.0+) claims and reads at once. Redis may lose the binding; the
+// database's UNIQUE(item_id, idempotency_key) still refuses a second order
+// under one key.
+func (s *Service) claim(ctx context.Context, req stock.OrderRequest) (state, orderID string, err error) {
+	var cmd *redis.StatusCmd
+	if err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		cmd = p.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+	}, nil); err != nil { // an abandoned claim leaves the key pending: its retry goes on
+		return "", "", gate.Error("claim idempotency key", err)
+	}
+	return claimState(cmd.Val(), cmd.Err(), req.UserID)
+}
+
+// claimState reads the reply of the claim's SET NX GET.
+func claimState(prev string, err error, userID string) (state, orderID string, _ error) {
+	if errors.Is(err, redis.Nil) {
+		return claimNew, "", nil
+	}
+	if err != nil {
+		return "", "", gate.Error("claim idempotency key", err)
+	}
+	user, order, ok := strings.Cut(prev, "|")
+	switch {
+	case !ok || user != userID:
+		return "", "", stock.ErrIdempotencyConflict
+	case order != "":
+		return claimDone, order, nil
+	}
+	return claimOpen, "", nil
+}
+
+// soldOutKeyed answers a keyed request for an item this process knows is
+// sold out, in one round trip: it claims the key and, in the lua gate, asks
+// whether the user holds a reservation. A twin that committed an order
+// before the sell-out has settled the key by then (strategies settle before
+// anyone can see sold out), so the claim shows its order; a lua twin still
+// writing holds a reservation.
+func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
+	var claim *redis.StatusCmd
+	var reserved *redis.BoolCmd
+	err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		claim = p.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+		if s.strategy(it.Strategy).reservesFirst() {
+			reserved = p.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
+		}
+	}, nil)
+	if err == nil && reserved != nil {
+		err = reserved.Err()
+	}
+	if err != nil {
+		return nil, false, gate.Error("claim idempotency key", err)
+	}
+	state, orderID, err := claimState(claim.Val(), claim.Err(), req.UserID)
+	if err != nil {
+		return nil, false, err
+	}
+	if state == claimDone {
+		if o, err := s.store.Order(ctx, orderID); err == nil {
+			return o, true, nil
+		}
+	}
+	if reserved != nil && reserved.Val() {
+		if o := s.replay(ctx, req, true); o != nil {
+			return o, true, nil
+		}
+	}
+	return nil, false, stock.ErrSoldOut
+}
+
+// settle records the order placed under a key, so replays are answered
+// without running the strategy again. Losing it only makes replays slower.
+func (s *Service) settle(ctx context.Context, req stock.OrderRequest, orderID string) {
+	err := s.rdb.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|"+orderID,
+		redis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		s.cfg.Logger.WarnContext(ctx, "idempotency key not settled", "item", req.ItemID, "err", err)
+	}
+}
+
+// twinOrder finds the order that another request with the same key placed,
+// when the refusal err may be its doing: two requests with one key race and
+// the other one wins.
+func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.OrderRequest, err error) *stock.Order {
+	switch {
+	case errors.Is(err, stock.ErrAlreadyPurchased):
+		// The user holds an order or a reservation: is it under this key?
+		return s.replay(ctx, req, true)
+	case errors.Is(err, stock.ErrIdempotencyConflict):
+		// The database may report the twin as a clash on the key itself.
+		return s.replay(ctx, req, false)
+	case errors.Is(err, stock.ErrSoldOut):
+		// A twin that got in before the sell-out has settled the key (the
+		// strategies settle before anyone can see sold out) or, in the lua
+		// gate, holds a reservation whose write may be in flight. One round
+		// trip asks both.
+		pipe := s.rdb.Pipeline()
+		claim := pipe.Get(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey))
+		var reserved *redis.BoolCmd
+		if s.strategy(it.Strategy).reservesFirst() {
+			reserved = pipe.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil
+		}
+		if user, id, _ := strings.Cut(claim.Val(), "|"); user == req.UserID && id != "" {
+			if o, err := s.store.Order(ctx, id); err == nil {
+				return o
+			}
+		}
+		if reserved != nil && reserved.Val() {
+			return s.replay(ctx, req, true)
+		}
+	}
+	return nil
+}
+
+// replay finds the order that another request with the same key placed.
+// With wait, that request may still be in flight, so it waits up to
+// ReplayWait for its order to commit.
+func (s *Service) replay(ctx context.Context, req stock.OrderRequest, wait bool) *stock.Order {
+	deadline := time.Now()
+	if wait {
+		deadline = deadline.Add(s.cfg.ReplayWait)
+	}
+	for {
+		o, key, err := s.store.OrderOf(ctx, req.ItemID, req.UserID)
+		if err == nil {
+			if key == req.IdempotencyKey {
+				return o
+			}
+			return nil
+		}
+		if !errors.Is(err, stock.ErrNotFound) || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}

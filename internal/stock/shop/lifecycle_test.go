@@ -1,0 +1,411 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
+	"github.com/seckill/seckill/internal/stock/store"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// countingObserver counts lifecycle events.
+type countingObserver struct {
+	mu          sync.Mutex
+	transitions map[string]int
+	returned    map[bool]int
+}
+
+func (o *countingObserver) Transition(_ stock.StrategyName, to string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.transitions == nil {
+		o.transitions = map[string]int{}
+	}
+	o.transitions[to]++
+}
+
+func (o *countingObserver) StockReturned(_ stock.StrategyName, retried bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.returned == nil {
+		o.returned = map[bool]int{}
+	}
+	o.returned[retried]++
+}
+
+func (o *countingObserver) counts() (map[string]int, map[bool]int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t, r := map[string]int{}, map[bool]int{}
+	for k, v := range o.transitions {
+		t[k] = v
+	}
+	for k, v := range o.returned {
+		r[k] = v
+	}
+	return t, r
+}
+
+// placeAll sells one unit to each user through the services, round robin,
+// from workers goroutines, and returns the orders in users' order.
+func placeAll(t *testing.T, svcs []*Service, itemID int64, users []string) []*stock.Order {
+	t.Helper()
+	orders := make([]*stock.Order, len(users))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(users) {
+					return
+				}
+				o, _, err := svcs[i%len(svcs)].PlaceOrder(context.Background(), stock.OrderRequest{ItemID: itemID, UserID: users[i]})
+				if err != nil {
+					t.Errorf("order by %s: %v", users[i], err)
+					continue
+				}
+				orders[i] = o
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	return orders
+}
+
+// sellOut offers one unit to each user and returns how many were sold; any
+// answer but a sale or sold out fails the test.
+func sellOut(t *testing.T, svcs []*Service, itemID int64, users []string) int {
+	t.Helper()
+	var sold atomic.Int64
+	var wg sync.WaitGroup
+	for i, u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := svcs[i%len(svcs)].PlaceOrder(context.Background(), stock.OrderRequest{ItemID: itemID, UserID: u})
+			switch {
+			case err == nil:
+				sold.Add(1)
+			case !errors.Is(err, stock.ErrSoldOut):
+				t.Errorf("order by %s: got %v, want a sale or ErrSoldOut", u, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(sold.Load())
+}
+
+// TestExpiryRacesPayment: a thousand orders whose deadlines are passing,
+// each paid, some cancelled, while two instances sweep for expired ones.
+// Every order ends with exactly one outcome, the answers agree with it,
+// sold and the gate count exactly the live orders, and exactly the returned
+// units sell again.
+func TestExpiryRacesPayment(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync} {
+			t.Run(string(strategy), func(t *testing.T) { raceLifecycle(t, b, strategy, 1000) })
+		}
+	})
+}
+
+func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName, n int) {
+	ctx := context.Background()
+	obs := &countingObserver{}
+	cfg := Config{Lifecycle: obs, Queue: queue.Config{Writers: 1}}
+	opts := &store.Options{PaymentTimeout: time.Hour}
+	s1, s2 := newTestServiceOn(t, b, newTestStore(t, b, opts), cfg, nil), newTestServiceOn(t, b, newTestStore(t, b, opts), cfg, nil)
+	svcs := []*Service{s1, s2}
+	rdb := b.Redis(t)
+	it, err := s1.CreateItem(ctx, stock.NewItem{Name: "racing", Stock: int64(n), Strategy: strategy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buyers := users("buyer", n)
+	orders := placeAll(t, svcs, it.ID, buyers)
+	if strategy == stock.StrategyLuaAsync {
+		// Pay and cancel need the order written: wait for the writers.
+		ids := make([]string, n)
+		for i, o := range orders {
+			ids[i] = o.ID
+		}
+		awaitWritten(t, s1, ids, time.Minute)
+	}
+
+	// Each order, in turn, gets a deadline a few round trips either side of
+	// now; then its payment (every tenth one surely late) and, for every
+	// third order, a cancellation race each other and four sweepers on two
+	// instances. A third of the way through, the gate's keys vanish. The embedded SQLite, shared by two instances, takes longer
+	// round trips.
+	step := 2 * time.Millisecond
+	if b.Mini != nil {
+		step = 20 * time.Millisecond
+	}
+	payErr := make([]error, n)
+	cancelErr := make([]error, n)
+	paidAnswer, cancelledAnswer := make([]*stock.Order, n), make([]*stock.Order, n)
+	stopSweeps := make(chan struct{})
+	var sweeps sync.WaitGroup
+	for k := 0; k < 4; k++ {
+		sweeps.Add(1)
+		go func() {
+			defer sweeps.Done()
+			for {
+				select {
+				case <-stopSweeps:
+					return
+				case <-time.After(step):
+				}
+				if _, err := svcs[k%2].ExpireDue(ctx, time.Now()); err != nil {
+					t.Errorf("expire due: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if i == n/3 && s1.strategy(strategy).Gated() {
+					// Redis loses the gate mid-race: the next release or
+					// order rebuilds it from one database snapshot.
+					if err := rdb.Del(ctx, s1.keys.Meta(it.ID), s1.keys.Released(it.ID)).Err(); err != nil {
+						t.Error(err)
+					}
+				}
+				o := orders[i]
+				deadline := store.Now().Add(time.Duration(i%11-3) * step)
+				if _, err := rawSQL(t, s1.store).ExecContext(ctx, "UPDATE orders SET expires_at = ? WHERE id = ?", deadline, o.ID); err != nil {
+					t.Error(err)
+					return
+				}
+				var both sync.WaitGroup
+				both.Add(1)
+				go func() {
+					defer both.Done()
+					if i%10 == 0 {
+						time.Sleep(10 * step) // not an assertion: surely past the deadline
+					}
+					paidAnswer[i], payErr[i] = svcs[i%2].PayOrder(ctx, o.ID, o.UserID)
+				}()
+				if i%3 == 0 {
+					cancelledAnswer[i], cancelErr[i] = svcs[(i+1)%2].CancelOrder(ctx, o.ID, o.UserID)
+				}
+				both.Wait()
+			}
+		}()
+	}
+	wg.Wait()
+	// Every deadline has passed: a last sweep on each instance, then stop.
+	for _, s := range svcs {
+		if _, err := s.ExpireDue(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stopSweeps)
+	sweeps.Wait()
+
+	// Every order has one outcome, and every answer agrees with it.
+	final := map[string]int{}
+	for i, o := range orders {
+		got, err := s1.store.Order(ctx, o.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		final[got.Status]++
+		switch got.Status {
+		case stock.StatusPaid:
+			if payErr[i] != nil || paidAnswer[i].Status != stock.StatusPaid {
+				t.Errorf("order %d is paid, but pay answered %v %v", i, payErr[i], paidAnswer[i])
+			}
+			if i%3 == 0 && !errors.Is(cancelErr[i], stock.ErrOrderPaid) {
+				t.Errorf("order %d is paid, but cancel answered %v, want ErrOrderPaid", i, cancelErr[i])
+			}
+		case stock.StatusCancelled:
+			want := stock.ErrOrderCancelled
+			if got.Expired() {
+				want = stock.ErrOrderExpired
+			}
+			if !errors.Is(payErr[i], want) {
+				t.Errorf("order %d is cancelled (expired %v), but pay answered %v, want %v", i, got.Expired(), payErr[i], want)
+			}
+			if i%3 == 0 && (cancelErr[i] != nil || cancelledAnswer[i].Status != stock.StatusCancelled) {
+				t.Errorf("order %d is cancelled, but cancel answered %v", i, cancelErr[i])
+			}
+		default:
+			t.Errorf("order %d: got status %q, want paid or cancelled", i, got.Status)
+		}
+	}
+	l := readLedger(t, s1, rdb, it.ID)
+	transitions, returned := obs.counts()
+	t.Logf("%s: %v; transitions %v; ledger %+v", strategy, final, transitions, l)
+	if sum := transitions[TransitionPaid] + transitions[TransitionCancelled] + transitions[TransitionExpired]; sum != n {
+		t.Errorf("transitions across both instances: got %d (%v), want exactly one per order, %d", sum, transitions, n)
+	}
+	if int64(transitions[TransitionPaid]) != l.paid || int64(transitions[TransitionCancelled]+transitions[TransitionExpired]) != l.cancelled ||
+		int64(transitions[TransitionExpired]) != l.expired {
+		t.Errorf("transitions %v disagree with the database: paid %d, cancelled %d of which expired %d", transitions, l.paid, l.cancelled, l.expired)
+	}
+	if l.expired == 0 || l.paid == 0 || l.cancelled == l.expired {
+		t.Errorf("the race did not mix outcomes (paid %d, cancelled %d, expired %d): the test proves nothing", l.paid, l.cancelled, l.expired)
+	}
+	live := l.created + l.paid
+	if l.sold != live {
+		t.Errorf("items.sold: got %d, want %d live orders", l.sold, live)
+	}
+	if l.unreturned != 0 || int64(returned[false]) != l.cancelled || returned[true] != 0 {
+		t.Errorf("stock returns: %d cancelled orders unreturned, %v recorded; want all %d returned by their cancellation", l.unreturned, returned, l.cancelled)
+	}
+	if s1.strategy(strategy).Gated() && (l.taken != live || l.released != l.cancelled) {
+		t.Errorf("gate: taken %d, released %d; want %d live and %d released", l.taken, l.released, live, l.cancelled)
+	}
+
+	// Stock is conserved: exactly the returned units sell again.
+	extra := 3
+	if got := sellOut(t, svcs, it.ID, users("late", int(l.cancelled)+extra)); int64(got) != l.cancelled {
+		t.Errorf("late buyers: got %d sales, want %d (the returned units, and no more)", got, l.cancelled)
+	}
+	after := readLedger(t, s1, rdb, it.ID)
+	for deadline := time.Now().Add(time.Minute); strategy == stock.StrategyLuaAsync && after.sold < after.stock && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond) // lua-async: the writers persist the late sales
+		after = readLedger(t, s1, rdb, it.ID)
+	}
+	if after.sold != after.stock || after.created+after.paid != after.stock {
+		t.Errorf("after the resale: sold %d, live orders %d, want stock %d", after.sold, after.created+after.paid, after.stock)
+	}
+	if s1.strategy(strategy).Gated() && after.taken != after.stock {
+		t.Errorf("after the resale: gate taken %d, want %d", after.taken, after.stock)
+	}
+}
+
+// TestSweeperFinishesAFailedRelease: a cancellation commits, but Redis is cut
+// before its unit reaches the gate. The cancel still succeeds, the order
+// records that the return is pending, and the sweeper finishes it once Redis
+// is back (also when the gate is gone by then): the unit sells once more,
+// and only once.
+func TestSweeperFinishesAFailedRelease(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		for _, lost := range []bool{false, true} {
+			t.Run(fmt.Sprintf("gate lost %v", lost), func(t *testing.T) {
+				ctx := context.Background()
+				rdb, proxy, direct := proxied(t, b)
+				obs := &countingObserver{}
+				s := newTestService(t, b, Config{Lifecycle: obs}, rdb)
+				it, err := s.CreateItem(ctx, stock.NewItem{Name: "cut", Stock: 2, Strategy: stock.StrategyLua})
+				if err != nil {
+					t.Fatal(err)
+				}
+				orders := placeAll(t, []*Service{s}, it.ID, []string{"u1", "u2"})
+
+				proxy.Cut()
+				got, err := s.CancelOrder(ctx, orders[0].ID, "u1")
+				if err != nil || got.Status != stock.StatusCancelled {
+					t.Fatalf("cancel with Redis cut: got %v %v, want the order cancelled", got, err)
+				}
+				l := readLedger(t, s, direct, it.ID)
+				if l.sold != 1 || l.unreturned != 1 || l.taken != 2 {
+					t.Fatalf("after the cut cancel: sold %d, unreturned %d, gate taken %d; want 1, 1 and 2", l.sold, l.unreturned, l.taken)
+				}
+				if n, err := s.ReturnStock(ctx, time.Now()); n != 0 || !errors.Is(err, stock.ErrUnavailable) {
+					t.Errorf("sweep while Redis is cut: got %d, %v; want 0 and ErrUnavailable", n, err)
+				}
+				proxy.Restore()
+				if lost {
+					if err := direct.Del(ctx, s.keys.Meta(it.ID), s.keys.Released(it.ID)).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n, err := s.ReturnStock(ctx, time.Now()); n != 1 || err != nil {
+					t.Fatalf("sweep after Redis is back: got %d, %v; want 1 return", n, err)
+				}
+				if n, err := s.ReturnStock(ctx, time.Now()); n != 0 || err != nil {
+					t.Errorf("second sweep: got %d, %v; want nothing left to do", n, err)
+				}
+				l = readLedger(t, s, direct, it.ID)
+				if l.unreturned != 0 || l.taken != 1 || l.released != 1 {
+					t.Errorf("after the sweep: unreturned %d, gate taken %d, released %d; want 0, 1, 1", l.unreturned, l.taken, l.released)
+				}
+				if _, returned := obs.counts(); returned[true] != 1 || returned[false] != 0 {
+					t.Errorf("stock returns observed: got %v, want one, by the sweeper", returned)
+				}
+				if got := sellOut(t, []*Service{s}, it.ID, []string{"u3", "u4", "u5"}); got != 1 {
+					t.Errorf("buyers after the return: got %d sales, want 1", got)
+				}
+				if l := readLedger(t, s, direct, it.ID); l.sold != 2 || l.taken != 2 {
+					t.Errorf("after the resale: sold %d, gate taken %d; want 2 and 2", l.sold, l.taken)
+				}
+			})
+		}
+	})
+}
+
+// TestGateSeedCountsCancelledOrders: a gate rebuilt from the database counts
+// the orders cancelled before its snapshot as released, so releasing them
+// again changes nothing, and one cancelled while the gate is missing is
+// counted once.
+func TestGateSeedCountsCancelledOrders(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{}, nil)
+		rdb := b.Redis(t)
+		it, err := s.CreateItem(ctx, stock.NewItem{Name: "rebuilt", Stock: 3, Strategy: stock.StrategyLua})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders := placeAll(t, []*Service{s}, it.ID, []string{"u1", "u2", "u3"})
+		if _, err := s.CancelOrder(ctx, orders[0].ID, "u1"); err != nil {
+			t.Fatal(err)
+		}
+		lose := func() {
+			if err := rdb.Del(ctx, s.keys.Meta(it.ID), s.keys.Released(it.ID)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lose()
+		// Cancelled while the gate is missing: the release seeds it.
+		if _, err := s.CancelOrder(ctx, orders[1].ID, "u2"); err != nil {
+			t.Fatal(err)
+		}
+		if l := readLedger(t, s, rdb, it.ID); l.sold != 1 || l.taken != 1 || l.released != 2 {
+			t.Errorf("after a cancel that rebuilt the gate: sold %d, taken %d, released %d; want 1, 1, 2", l.sold, l.taken, l.released)
+		}
+		lose()
+		if err := s.lua.buildGate(ctx, it.ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range orders[:2] {
+			if back, err := s.release(ctx, it.ID, o.ID, s.lua.buildGate); back || err != nil {
+				t.Errorf("release of %s after a rebuild: got %v, %v; want a no-op", o.ID, back, err)
+			}
+		}
+		if l := readLedger(t, s, rdb, it.ID); l.taken != 1 {
+			t.Errorf("after releasing counted orders again: taken %d, want 1", l.taken)
+		}
+		if got := sellOut(t, []*Service{s}, it.ID, users("late", 4)); got != 2 {
+			t.Errorf("buyers after the rebuild: got %d sales, want 2", got)
+		}
+		if l := readLedger(t, s, rdb, it.ID); l.sold != 3 || l.taken != 3 {
+			t.Errorf("after the resale: sold %d, taken %d; want 3 and 3", l.sold, l.taken)
+		}
+	})
+}

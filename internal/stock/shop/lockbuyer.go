@@ -1,0 +1,128 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
+	"github.com/seckill/seckill/internal/stock/store"
+)
+
+// lockBuyer sells for the "lock" strategy (lockStrategy): take the item's
+// Redis lock, check and write in one database transaction, release. The
+// write carries the lock's
+// fencing token, so a holder whose lease lapsed (a long GC pause, say)
+// cannot write after the next holder did.
+//
+// Each item has one writer goroutine per process: requests queue to it, so
+// only it contends for the Redis lock and the others wait in memory. It
+// writes every order queued while it held the lock in one transaction
+// (group commit), and keeps the lock while more orders queue, for at most
+// maxHold, so other instances get their turn.
+type lockBuyer struct {
+	log    *slog.Logger
+	locker *lock.Client
+	keys   gate.Keys
+	ttl    time.Duration
+	wait   time.Duration
+	writer *orderWriter
+
+	held sync.Map // int64 -> *heldLock, touched only by the item's writer
+}
+
+// maxHold bounds how long one process keeps an item's Redis lock while
+// more orders keep coming.
+const maxHold = 250 * time.Millisecond
+
+type heldLock struct {
+	l     *lock.Lock
+	since time.Time
+}
+
+var _ buyer = (*lockBuyer)(nil)
+var _ writeGuard = (*lockBuyer)(nil)
+
+func newLockBuyer(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *lockBuyer {
+	s := &lockBuyer{log: log, locker: lock.New(rdb, &lock.ClientOptions{Observer: obs}), keys: keys, ttl: ttl, wait: wait}
+	s.writer = newOrderWriter(st, s)
+	return s
+}
+
+// Buy queues the order to the item's writer, which writes it under the lock.
+func (s *lockBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
+	if err := it.Window(time.Now()); err != nil {
+		return nil, err
+	}
+	o := &stock.Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
+	if err := s.writer.write(ctx, o, req.IdempotencyKey, committed); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// hold returns the fence of the item's lock, taking the lock (waiting up to
+// the configured wait) unless this writer holds it with a good lease.
+func (s *lockBuyer) hold(ctx context.Context, itemID int64) (int64, error) {
+	v, _ := s.held.Load(itemID)
+	h, _ := v.(*heldLock)
+	if h != nil && h.l.Context().Err() == nil && time.Since(h.since) < maxHold {
+		return h.l.Fence(), nil
+	}
+	if h != nil {
+		s.release(ctx, itemID, h) // within the callers' deadline too
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.wait)
+	defer cancel()
+	l, err := s.locker.Obtain(ctx, s.keys.Lock(itemID), s.ttl, &lock.Options{Wait: s.wait, FenceFloor: s.fenceFloor(itemID)})
+	if err != nil {
+		if errors.Is(err, lock.ErrNotObtained) {
+			return 0, fmt.Errorf("lock for item %d not obtained in %s: %w: %w", itemID, s.wait, stock.ErrUnavailable, err)
+		}
+		return 0, gate.Error("obtain lock", err)
+	}
+	s.held.Store(itemID, &heldLock{l: l, since: time.Now()})
+	return l.Fence(), nil
+}
+
+// fenceFloor reads the highest fence the item's row has accepted. The lock
+// seeds its fence counter from it when Redis has lost the counter, so fences
+// stay above every fence the database has stored and the sale goes on at
+// once instead of being refused as stale until the counter climbs back.
+func (s *lockBuyer) fenceFloor(itemID int64) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) { return s.writer.store.LockFence(ctx, itemID) }
+}
+
+// done releases the lock when no more orders are queued.
+func (s *lockBuyer) done(itemID int64, more bool) {
+	if more {
+		return
+	}
+	if v, ok := s.held.Load(itemID); ok {
+		s.release(context.Background(), itemID, v.(*heldLock))
+	}
+}
+
+func (s *lockBuyer) release(ctx context.Context, itemID int64, h *heldLock) {
+	s.held.Delete(itemID)
+	ctx, cancel := context.WithTimeout(ctx, s.ttl)
+	defer cancel()
+	// A lapsed lease is harmless (the fence guarded the writes), but worth
+	// knowing about.
+	if err := h.l.Release(ctx); err != nil {
+		s.log.Warn("lock release", "item", itemID, "err", err)
+	}
+}
+
+// close finishes queued writes and releases the locks.
+func (s *lockBuyer) close() {
+	s.writer.close()
+	_ = s.locker.Close()
+}

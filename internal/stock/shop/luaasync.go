@@ -1,0 +1,149 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
+)
+
+// placeAsync is the "lua-async" strategy: the queue admits the order and
+// queues it in one script (see queue.Queue.Enqueue); writers persist it in
+// batches. The answer is the order, pending: it will be in the database
+// once a writer reaches it.
+func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
+	if s.soldOut.SoldOut(it.ID) {
+		if req.IdempotencyKey == "" {
+			return nil, false, stock.ErrSoldOut
+		}
+		return s.soldOutAsync(ctx, it, req)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, false, fmt.Errorf("order id: %w", err)
+	}
+	gen := s.soldOut.Generation(it.ID)
+	o, replayOf, err := s.queue.Enqueue(ctx, it, req, id.String())
+	var dup *gate.DupError
+	switch {
+	case err == nil && replayOf != "":
+		return s.replayAsync(ctx, replayOf)
+	case err == nil:
+		return o, false, nil
+	case errors.As(err, &dup) && req.IdempotencyKey != "":
+		// Redis may have lost the key's claim (evicted, or part of its
+		// state lost) while the buyer's order lives on: the order row says
+		// which key placed it. It waits, within ReplayWait, for a queued
+		// order to be written.
+		if prev := s.replay(ctx, req, true); prev != nil {
+			return prev, true, nil
+		}
+	case errors.Is(err, stock.ErrSoldOut):
+		s.markSoldOut(ctx, it.ID, gen)
+	}
+	return nil, false, err
+}
+
+// soldOutAsync answers a keyed request for an item this process knows is
+// sold out with one GET: the key may name an order its user placed before.
+func (s *Service) soldOutAsync(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
+	var cmd *redis.StringCmd
+	if err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		cmd = p.Get(ctx, s.keys.Idem(it.ID, req.IdempotencyKey))
+	}, nil); err != nil {
+		return nil, false, gate.Error("read idempotency key", err)
+	}
+	prev, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, stock.ErrSoldOut
+	}
+	if err != nil {
+		return nil, false, gate.Error("read idempotency key", err)
+	}
+	user, orderID, _ := strings.Cut(prev, "|")
+	switch {
+	case user != req.UserID:
+		return nil, false, stock.ErrIdempotencyConflict
+	case orderID == "":
+		return nil, false, stock.ErrSoldOut
+	}
+	return s.replayAsync(ctx, orderID)
+}
+
+// replayAsync answers a request whose Idempotency-Key names the lua-async
+// order orderID. An order that failed is answered with its failure, as an
+// error: a 2xx would promise an order the database refused.
+func (s *Service) replayAsync(ctx context.Context, orderID string) (*stock.Order, bool, error) {
+	o, err := s.findOrder(ctx, orderID)
+	if err != nil {
+		return nil, false, fmt.Errorf("order %s of this Idempotency-Key: %w", orderID, err)
+	}
+	if o.Status == stock.StatusFailed {
+		return nil, false, failedOrderError(o)
+	}
+	return o, true, nil
+}
+
+// failedOrderError is what a failed order's reason means to its buyer.
+func failedOrderError(o *stock.Order) error {
+	cause := stock.ErrOrderFailed
+	switch o.Reason {
+	case "sold_out":
+		cause = stock.ErrSoldOut
+	case "already_purchased":
+		cause = stock.ErrAlreadyPurchased
+	}
+	return fmt.Errorf("order %s of this Idempotency-Key failed (%s): %w", o.ID, o.Reason, cause)
+}
+
+// findOrder reads an order of any strategy: written, pending in a stream,
+// or recorded as failed. The pending marker is read between two database
+// reads, so an order written meanwhile is never reported missing.
+func (s *Service) findOrder(ctx context.Context, id string) (*stock.Order, error) {
+	o, err := s.store.Order(ctx, id)
+	if !errors.Is(err, stock.ErrNotFound) {
+		return o, err
+	}
+	if o, err := s.queue.QueuedOrder(ctx, id); err == nil || !errors.Is(err, stock.ErrNotFound) {
+		return o, err
+	}
+	if o, err := s.store.Order(ctx, id); !errors.Is(err, stock.ErrNotFound) {
+		return o, err
+	}
+	return s.store.FailedOrder(ctx, id)
+}
+
+// AsyncStats reads the queue of a lua-async item.
+func (s *Service) AsyncStats(ctx context.Context, id int64) (stock.AsyncStats, error) {
+	return s.queue.Stats(ctx, id)
+}
+
+// Backlog sums the queues of every lua-async item: orders admitted and not
+// yet written, and the age of the oldest.
+func (s *Service) Backlog(ctx context.Context) (stock.AsyncStats, error) { return s.queue.Backlog(ctx) }
+
+// DrainQueues waits until every lua-async queue is empty (each order
+// written, or recorded as failed) or ctx ends, and returns the backlog as
+// last read. A process whose Redis closes with it (the embedded one) calls
+// it before closing: no other writer can reach that queue, and it would
+// be lost.
+func (s *Service) DrainQueues(ctx context.Context) (stock.AsyncStats, error) {
+	return s.queue.Drain(ctx)
+}
+
+// DeadLetters lists up to limit entries of an item's dead-letter stream.
+func (s *Service) DeadLetters(ctx context.Context, id int64, limit int64) ([]stock.DeadLetter, error) {
+	return s.queue.DeadLetters(ctx, id, limit)
+}
+
+// RequeueDeadLetters moves every entry of an item's dead-letter stream back
+// to its order stream, once the cause is fixed, and returns how many moved.
+func (s *Service) RequeueDeadLetters(ctx context.Context, id int64) (int, error) {
+	return s.queue.Requeue(ctx, id)
+}

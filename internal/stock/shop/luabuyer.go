@@ -1,0 +1,257 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
+	"github.com/seckill/seckill/internal/stock/store"
+)
+
+// luaBuyer sells for the "lua" strategy (luaStrategy). One script checks
+// the sale window, the buyer, and what is left, then reserves a unit; only
+// then is the order written to the database, whose conditional UPDATE has
+// the last word. A reservation whose write fails is handed back.
+type luaBuyer struct {
+	store  *store.Store
+	writer *orderWriter // group commit: concurrent orders share a transaction
+	gate   *gate.Gate
+	log    *slog.Logger
+	// returned, when set, is told that a hand-back put a unit back that
+	// buyers may have been told is sold out.
+	returned func(ctx context.Context, itemID int64)
+
+	// orphanAfter is the age past which a reservation without an order
+	// belongs to a writer that died between the gate and the commit (see
+	// orphanWindow).
+	orphanAfter time.Duration
+
+	// Hand-backs that failed (Redis down), and writes whose outcome is
+	// unknown, are settled in the background by goroutines that Close stops
+	// and waits for.
+	retries sync.WaitGroup
+	closing chan struct{}
+	once    sync.Once
+}
+
+var _ buyer = (*luaBuyer)(nil)
+
+func newLuaBuyer(st *store.Store, gt *gate.Gate, log *slog.Logger) *luaBuyer {
+	return &luaBuyer{store: st, writer: newOrderWriter(st, nil), gate: gt, log: log,
+		orphanAfter: orphanWindow(DefaultRequestTimeout), closing: make(chan struct{})}
+}
+
+// orphanWindow is how old a reservation without an order must be before it
+// is taken for an orphan, for orders whose requests live at most
+// requestTimeout. A live request's write always ends before its deadline
+// (the order writer's transactions end before the earliest deadline of
+// their batch), so a reservation older than that can only gain an order
+// from a commit whose answer was lost, which the hand-back then notices as
+// a sold-out gate (see handback.lua), never as an oversell. The margin
+// covers clocks that differ between instances (the age is read from the
+// order id, a UUIDv7 stamped by the instance that reserved). At least a
+// minute.
+func orphanWindow(requestTimeout time.Duration) time.Duration {
+	return max(time.Minute, requestTimeout+30*time.Second)
+}
+
+// Buy reserves a unit in Redis, then writes the order.
+func (g *luaBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
+	stockSeen, err := g.reserve(ctx, it, req.UserID, orderID)
+	var dup *gate.DupError
+	if errors.As(err, &dup) && g.orphaned(ctx, dup.OrderID) {
+		// The process that reserved for this user died before writing.
+		// Give the unit back and try again, once.
+		if _, err := g.handBackNow(ctx, it.ID, req.UserID, dup.OrderID, ""); err != nil {
+			return nil, err
+		}
+		g.log.WarnContext(ctx, "orphaned reservation handed back", "item", it.ID, "user", req.UserID, "order", dup.OrderID)
+		stockSeen, err = g.reserve(ctx, it, req.UserID, orderID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o := &stock.Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
+	err = g.writer.write(ctx, o, req.IdempotencyKey, committed)
+	switch {
+	case err == nil:
+		return o, nil
+	case errors.Is(err, store.ErrMaybeCommitted):
+		g.resolve(it.ID, req.UserID, orderID)
+	case errors.Is(err, stock.ErrSoldOut):
+		g.handBack(ctx, it.ID, req.UserID, orderID, stockSeen)
+	default:
+		g.handBack(ctx, it.ID, req.UserID, orderID, "")
+	}
+	return nil, err
+}
+
+// reserve runs the gate script and returns the gate's stock it saw. If ctx
+// ends while the script is in flight, the script may still reserve a unit
+// that nobody will write: it is handed back once the script has answered
+// (the hand-back only takes back a reservation of this very order id).
+func (g *luaBuyer) reserve(ctx context.Context, it *stock.Item, userID, orderID string) (string, error) {
+	abandoned := func() { g.handBack(context.Background(), it.ID, userID, orderID, "") }
+	for attempt := 0; ; attempt++ {
+		seen, err := g.gate.Reserve(ctx, it.ID, userID, orderID, time.Now(), abandoned)
+		if !errors.Is(err, gate.ErrMissing) {
+			return seen, err
+		}
+		if attempt > 0 {
+			return "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, stock.ErrUnavailable)
+		}
+		if err := g.buildGate(ctx, it.ID); err != nil {
+			return "", err
+		}
+	}
+}
+
+// buildGate creates the item's gate from the database if it is missing: at
+// creation, and after Redis lost its data. Units whose orders were in flight
+// while Redis was emptied are not counted by the gate; the database's
+// conditional UPDATE refuses any excess. Stock, sold and the cancelled
+// orders are read in one snapshot and land in Redis in one script, so each
+// cancelled order's unit is counted back exactly once: by the snapshot or
+// by its release, never both.
+func (g *luaBuyer) buildGate(ctx context.Context, id int64) error {
+	it, cancelled, err := g.store.GateSnapshot(ctx, id)
+	if err != nil {
+		return err
+	}
+	created, err := g.gate.Build(ctx, it, cancelled)
+	if err != nil {
+		return err
+	}
+	if created {
+		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold, "cancelled", len(cancelled))
+	}
+	return nil
+}
+
+// orphaned reports whether the reservation for orderID is old enough that
+// its writer must be gone, and its order never reached the database.
+func (g *luaBuyer) orphaned(ctx context.Context, orderID string) bool {
+	id, err := uuid.Parse(orderID)
+	if err != nil || id.Version() != 7 {
+		return false
+	}
+	sec, nsec := id.Time().UnixTime()
+	if time.Since(time.Unix(sec, nsec)) < g.orphanAfter {
+		return false
+	}
+	_, err = g.store.Order(ctx, orderID)
+	return errors.Is(err, stock.ErrNotFound)
+}
+
+// handBack returns a reservation whose write failed. It must not depend on
+// the request's context, which may be what failed: it tries once while ctx
+// has time left (so the user can buy again at once), and otherwise, or when
+// Redis is down too, keeps trying in the background for a while.
+func (g *luaBuyer) handBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) {
+	try := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		back, err := g.handBackNow(ctx, itemID, userID, orderID, soldOutAt)
+		if back && soldOutAt == "" && g.returned != nil {
+			g.returned(ctx, itemID)
+		}
+		return err
+	}
+	delay := time.Duration(0)
+	if ctx.Err() == nil {
+		// The request's time left, but not its cancellation: a client
+		// that goes away now must not cut the hand-back short.
+		tctx := context.WithoutCancel(ctx)
+		cancel := context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok {
+			tctx, cancel = context.WithDeadline(tctx, deadline)
+		}
+		err := try(tctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		delay = 100 * time.Millisecond
+	}
+	g.retries.Add(1)
+	go func() {
+		defer g.retries.Done()
+		for i := 0; i < 20; i++ {
+			select {
+			case <-g.closing:
+				g.log.Warn("hand-back abandoned at shutdown", "item", itemID, "user", userID, "order", orderID)
+				return
+			case <-time.After(delay):
+			}
+			if err := try(context.Background()); err == nil {
+				return
+			} else if i == 19 {
+				g.log.Error("hand-back failed; the unit stays reserved until reconciled", "item", itemID, "user", userID, "order", orderID, "err", err)
+			}
+			delay = min(max(2*delay, 100*time.Millisecond), 5*time.Second)
+		}
+	}()
+}
+
+// resolve settles a reservation whose write may have committed although
+// its caller heard 503 (the database stopped answering during the commit).
+// It asks the database, as soon as it answers, whether the order is there:
+// if it is, the unit is sold and the reservation stays (the user's retry,
+// or a replay of the same Idempotency-Key, finds the order); if not, the
+// unit is handed back. "Not there" must be heard twice, a second apart: a
+// commit held in a stalled connection reaches the database when it heals,
+// at about the moment the first question does.
+func (g *luaBuyer) resolve(itemID int64, userID, orderID string) {
+	g.retries.Add(1)
+	go func() {
+		defer g.retries.Done()
+		delay := 250 * time.Millisecond
+		absent := 0
+		for i := 0; i < 60; i++ {
+			select {
+			case <-g.closing:
+				g.log.Warn("write outcome unknown at shutdown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
+				return
+			case <-time.After(delay):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := g.store.Order(ctx, orderID)
+			cancel()
+			switch {
+			case err == nil:
+				g.log.Info("write answered 503 had committed; the order stands", "item", itemID, "user", userID, "order", orderID)
+				return
+			case errors.Is(err, stock.ErrNotFound):
+				if absent++; absent == 2 {
+					g.handBack(context.Background(), itemID, userID, orderID, "")
+					return
+				}
+				delay = time.Second
+				continue
+			}
+			absent = 0
+			delay = min(2*delay, 2*time.Second)
+		}
+		g.log.Error("write outcome still unknown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
+	}()
+}
+
+// handBackNow runs the hand-back once and reports whether the unit went
+// back to the gate.
+func (g *luaBuyer) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
+	return g.gate.HandBack(ctx, itemID, userID, orderID, soldOutAt)
+}
+
+// Close finishes queued writes, then stops hand-back retries and waits.
+func (g *luaBuyer) Close() {
+	g.writer.close()
+	g.once.Do(func() { close(g.closing) })
+	g.retries.Wait()
+}

@@ -1,0 +1,327 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
+	"github.com/seckill/seckill/internal/stock/queue"
+	"github.com/seckill/seckill/internal/stock/store"
+)
+
+// Service is the domain API the HTTP layer uses.
+type Service struct {
+	cfg        Config
+	store      *store.Store
+	rdb        redis.UniversalClient
+	keys       gate.Keys
+	gate       *gate.Gate
+	lua        *luaBuyer
+	locked     *lockBuyer
+	queue      *queue.Queue
+	pipe       *gate.Pipeline // shared round trips for the hot path's calls
+	strategies map[stock.StrategyName]Strategy
+
+	// items caches the fields of an item that never change after creation
+	// (strategy, sale window), so an order costs no database read to route.
+	items   sync.Map // int64 -> *Item
+	loading singleflight.Group
+	soldOut gate.Memo
+	events  *gate.Events
+
+	sweeper   sync.WaitGroup
+	stopSweep context.CancelFunc
+	closeOnce sync.Once
+}
+
+// NewService wires the strategies over one store and one Redis.
+func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Service, error) {
+	cfg.withDefaults()
+	if !cfg.DefaultStrategy.Valid() {
+		return nil, fmt.Errorf("unknown default strategy %q (want lua, lock or lua-async): %w", cfg.DefaultStrategy, stock.ErrInvalid)
+	}
+	keys, err := gate.NewKeys(cfg.KeyPrefix)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, pipe: gate.NewPipeline(rdb, nil)}
+	s.gate = gate.New(rdb, keys, s.pipe, cfg.Logger)
+	s.lua = newLuaBuyer(st, s.gate, cfg.Logger)
+	s.lua.returned = s.restocked
+	s.lua.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
+	s.lua.orphanAfter = orphanWindow(cfg.RequestTimeout)
+	s.locked = newLockBuyer(st, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
+	s.locked.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
+	s.strategies = map[stock.StrategyName]Strategy{}
+	for _, st := range []Strategy{luaStrategy{s, s.lua}, lockStrategy{s, s.locked}, luaAsyncStrategy{s}} {
+		s.strategies[st.Name()] = st
+	}
+	qcfg := cfg.Queue
+	qcfg.IdempotencyTTL = cfg.IdempotencyTTL
+	if s.queue, err = queue.New(st, rdb, s.gate, s.pipe, qcfg, cfg.Logger); err != nil {
+		s.locked.close()
+		s.pipe.Close()
+		return nil, err
+	}
+	s.events = gate.StartEvents(rdb, keys, &s.soldOut, cfg.Logger)
+	s.startSweeper()
+	return s, nil
+}
+
+// Close stops the sweeper and the lua-async writers (after their current
+// batch: what is still queued stays in Redis for other writers; a process
+// whose Redis closes with it calls DrainQueues first), finishes the lua
+// strategy's queued writes, waits for background work (hand-back retries)
+// and closes the subscriptions. It is safe to call more than once.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() {
+		s.stopSweep()
+		s.sweeper.Wait()
+		s.queue.Close()
+		s.lua.Close()
+		s.locked.close()
+		s.events.Close()
+		s.pipe.Close()
+	})
+}
+
+// DefaultStrategy is the strategy of items created without one.
+func (s *Service) DefaultStrategy() stock.StrategyName { return s.cfg.DefaultStrategy }
+
+// CreateItem validates and stores a new item, then builds its Redis gate.
+func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item, error) {
+	if in.Strategy == "" {
+		in.Strategy = s.cfg.DefaultStrategy
+	}
+	if err := stock.ValidateNewItem(in); err != nil {
+		return nil, err
+	}
+	it := &stock.Item{Name: in.Name, PriceCents: in.PriceCents, Stock: in.Stock, Strategy: in.Strategy,
+		StartsAt: in.StartsAt, EndsAt: in.EndsAt}
+	if err := s.store.CreateItem(ctx, it); err != nil {
+		return nil, err
+	}
+	// The item is in the database, which is what counts; a gate that could
+	// not be built now is built by the first order.
+	if err := s.lua.buildGate(ctx, it.ID); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
+	}
+	s.strategy(it.Strategy).created(it)
+	return it, nil
+}
+
+// Item reads an item as the database has it now.
+func (s *Service) Item(ctx context.Context, id int64) (*stock.Item, error) {
+	return s.store.Item(ctx, id)
+}
+
+// SetStock changes an item's stock and returns the item before and after
+// the change (for the audit log). n below what is sold is refused, and on a
+// lua-async item n below what is sold or queued (promised to its buyers).
+//
+// The gate is written while the database holds the item's row lock, before
+// the commit, whichever way the stock moves: concurrent changes reach the
+// gate in the order they reach the database, so the gate ends with the
+// stock of the change that committed last. While the lock is held no order
+// can take a unit in the database either (its UPDATE waits for the lock),
+// so a gate loosened just before the commit sends nobody to a refusal.
+// Should the change fail after the gate was written (the commit or the
+// connection failed; the outcome may even be unknown), the gate is set
+// again from the database, under the row lock.
+//
+// A missing gate is rebuilt first (for lua-async it counts the queue, which
+// the strict check needs); if it vanishes again before the check, a
+// lowering on lua-async is refused as unavailable rather than unchecked.
+func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *stock.Item, err error) {
+	if err := stock.ValidateStock(n); err != nil {
+		return nil, nil, err
+	}
+	it, err := s.routing(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	strat := s.strategy(it.Strategy)
+	if strat.Gated() {
+		if err := s.ensureGate(ctx, strat, it.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	touched := false
+	old, updated, err := s.store.SetStock(ctx, id, n, func(old *stock.Item) (err error) {
+		touched, err = strat.SetGateStock(ctx, old, n)
+		return err
+	})
+	if err != nil {
+		if touched {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), returnTimeout)
+			defer cancel()
+			if rerr := s.syncGateStock(rctx, id); rerr != nil {
+				s.soldOut.Forget(id)
+				s.cfg.Logger.WarnContext(ctx, "gate stock not set back from the database after a failed change; reconcile the item",
+					"item", id, "err", rerr)
+			}
+		}
+		return nil, nil, err
+	}
+	s.restocked(ctx, id)
+	return old, updated, nil
+}
+
+// ensureGate rebuilds an item's gate if Redis lost it, the way its
+// strategy needs.
+func (s *Service) ensureGate(ctx context.Context, strat Strategy, id int64) error {
+	if built, err := s.gate.Exists(ctx, id); err != nil || built {
+		return err
+	}
+	return strat.BuildGate(ctx, id)
+}
+
+// syncGateStock writes the database's stock to the item's gate, holding
+// the item's row lock so no stock change runs in between.
+func (s *Service) syncGateStock(ctx context.Context, id int64) error {
+	return s.store.WithItemLocked(ctx, id, func(ctx context.Context, locked *store.LockedItem) error {
+		units, err := locked.Stock(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = s.setGateStock(ctx, id, units, false)
+		return err
+	})
+}
+
+// Order reads one order.
+func (s *Service) Order(ctx context.Context, id string) (*stock.Order, error) {
+	if err := stock.ValidateOrderID(id); err != nil {
+		return nil, err
+	}
+	return s.findOrder(ctx, id)
+}
+
+// PlaceOrder sells one unit to one user through the item's strategy. With an
+// idempotency key, a repeat of an earlier request returns the earlier order
+// and replayed=true; the key bound to another user gives ErrIdempotencyConflict.
+func (s *Service) PlaceOrder(ctx context.Context, req stock.OrderRequest) (o *stock.Order, replayed bool, err error) {
+	if err := stock.ValidateOrderRequest(req); err != nil {
+		return nil, false, err
+	}
+	it, err := s.routing(ctx, req.ItemID)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.cfg.Orders != nil {
+		defer func() { s.cfg.Orders.Order(it.Strategy, err) }()
+	}
+	return s.strategy(it.Strategy).Place(ctx, it, req)
+}
+
+// placeSync is Place for the strategies that answer once the order is in
+// the database (lua, lock): the sold-out memo and the Idempotency-Key are
+// settled here, the unit sold by b.
+func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.OrderRequest, b buyer) (o *stock.Order, replayed bool, err error) {
+	if req.IdempotencyKey != "" && s.soldOut.SoldOut(it.ID) {
+		return s.soldOutKeyed(ctx, it, req)
+	}
+	state := ""
+	if req.IdempotencyKey != "" {
+		var prevID string
+		if state, prevID, err = s.claim(ctx, req); err != nil {
+			return nil, false, err
+		}
+		if state == claimDone {
+			if prev, err := s.store.Order(ctx, prevID); err == nil {
+				return prev, true, nil
+			} else if !errors.Is(err, stock.ErrNotFound) {
+				return nil, false, err
+			}
+		}
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, false, fmt.Errorf("order id: %w", err)
+	}
+	var committed func(*stock.Order)
+	if req.IdempotencyKey != "" {
+		committed = func(o *stock.Order) { s.settle(ctx, req, o.ID) }
+	}
+	gen := s.soldOut.Generation(it.ID)
+	if s.soldOut.SoldOut(it.ID) {
+		err = stock.ErrSoldOut
+	} else if o, err = b.Buy(ctx, it, req, id.String(), committed); errors.Is(err, stock.ErrSoldOut) {
+		s.markSoldOut(ctx, it.ID, gen)
+	}
+	if err == nil {
+		return o, false, nil
+	}
+	if req.IdempotencyKey != "" {
+		if prev := s.twinOrder(ctx, it, req, err); prev != nil {
+			return prev, true, nil
+		}
+	}
+	return nil, false, err
+}
+
+// markSoldOut remembers that item id is sold out, as learned by a request
+// that noted gen, and tells the other instances.
+func (s *Service) markSoldOut(ctx context.Context, id int64, gen gate.MemoGen) {
+	if news, seq := s.soldOut.Mark(id, gen); news {
+		// The other instances may mark it too; if they miss it, they
+		// learn it themselves.
+		if perr := s.events.SoldOut(ctx, id, seq, gen); perr != nil {
+			s.cfg.Logger.DebugContext(ctx, "sold out not announced", "item", id, "err", perr)
+		}
+	}
+}
+
+// restocked makes this and every other instance forget that item id is sold
+// out: units of it are available again.
+func (s *Service) restocked(ctx context.Context, id int64) {
+	seq, err := s.events.Restock(ctx, id)
+	if err != nil {
+		s.soldOut.Forget(id)
+		s.cfg.Logger.WarnContext(ctx, "restock not announced; other instances may refuse the item for a few seconds more",
+			"item", id, "err", err)
+		return
+	}
+	s.soldOut.Restocked(id, seq)
+}
+
+// KnownSoldOut reports whether this process knows the item is sold out: it
+// saw it, or another instance said so, and no restock has been announced
+// since (within the memo's bounds, see gate.Memo). It costs no round trip.
+func (s *Service) KnownSoldOut(itemID int64) bool { return s.soldOut.SoldOut(itemID) }
+
+// routing returns the immutable fields of an item, from cache when it can.
+func (s *Service) routing(ctx context.Context, id int64) (*stock.Item, error) {
+	if v, ok := s.items.Load(id); ok {
+		return v.(*stock.Item), nil
+	}
+	// When a sale opens, thousands of requests miss at once: one reads.
+	v, err, _ := s.loading.Do(strconv.FormatInt(id, 10), func() (any, error) {
+		it, err := s.store.Item(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.items.Store(id, it)
+		return it, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*stock.Item), nil
+}
+
+// Ready reports whether Redis and the database both answer.
+func (s *Service) Ready(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return gate.Error("ping", err)
+	}
+	return s.store.Ping(ctx)
+}

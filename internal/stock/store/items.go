@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+type itemRow struct {
+	ID         int64 `gorm:"primaryKey"`
+	Name       string
+	PriceCents int64
+	Stock      int64
+	Sold       int64
+	Strategy   stock.StrategyName
+	LockFence  int64
+	StartsAt   *time.Time
+	EndsAt     *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+func (itemRow) TableName() string { return "items" }
+
+func (r *itemRow) item() *stock.Item {
+	return &stock.Item{
+		ID: r.ID, Name: r.Name, PriceCents: r.PriceCents, Stock: r.Stock, Sold: r.Sold,
+		Strategy: r.Strategy, StartsAt: utcPtr(r.StartsAt), EndsAt: utcPtr(r.EndsAt),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+}
+
+// CreateItem inserts it and fills in its id and timestamps.
+func (s *Store) CreateItem(ctx context.Context, it *stock.Item) error {
+	now := Now()
+	row := itemRow{Name: it.Name, PriceCents: it.PriceCents, Stock: it.Stock, Strategy: it.Strategy,
+		StartsAt: utcPtr(it.StartsAt), EndsAt: utcPtr(it.EndsAt), CreatedAt: now, UpdatedAt: now}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return dbError("create item", err)
+	}
+	*it = *row.item()
+	return nil
+}
+
+// Item reads one item; stock.ErrNotFound when there is none.
+func (s *Store) Item(ctx context.Context, id int64) (*stock.Item, error) {
+	var row itemRow
+	err := s.db.WithContext(ctx).Take(&row, id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
+	}
+	if err != nil {
+		return nil, dbError("read item", err)
+	}
+	return row.item(), nil
+}
+
+// ItemIDs lists every item, in id order.
+func (s *Store) ItemIDs(ctx context.Context) ([]int64, error) {
+	var ids []int64
+	if err := s.db.WithContext(ctx).Model(&itemRow{}).Order("id").Pluck("id", &ids).Error; err != nil {
+		return nil, dbError("list items", err)
+	}
+	return ids, nil
+}
+
+// ItemsSoldBy lists the items sold by strategy, in id order.
+func (s *Store) ItemsSoldBy(ctx context.Context, strategy stock.StrategyName) ([]int64, error) {
+	var ids []int64
+	err := s.db.WithContext(ctx).Model(&itemRow{}).Where("strategy = ?", strategy).Order("id").Pluck("id", &ids).Error
+	if err != nil {
+		return nil, dbError("list "+string(strategy)+" items", err)
+	}
+	return ids, nil
+}
+
+// SetStock changes an item's stock to n in one transaction that holds the
+// item's row lock, and returns the item before and after. It refuses n
+// below sold (stock.ErrStockBelowSold), by a check and by the UPDATE's
+// condition. locked, when not nil, runs with the row locked and the old
+// item in hand, before the UPDATE (the shop writes the Redis gate there);
+// an error from it rolls the change back.
+func (s *Store) SetStock(ctx context.Context, id, n int64, locked func(old *stock.Item) error) (before, after *stock.Item, err error) {
+	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		q := "SELECT name, price_cents, stock, sold, strategy, starts_at, ends_at, created_at, updated_at FROM items WHERE id = ?"
+		if !s.sqlite {
+			q += " FOR UPDATE"
+		}
+		row := itemRow{ID: id}
+		err := tx.QueryRowContext(ctx, q, id).Scan(&row.Name, &row.PriceCents, &row.Stock, &row.Sold, &row.Strategy,
+			&row.StartsAt, &row.EndsAt, &row.CreatedAt, &row.UpdatedAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
+		}
+		if err != nil {
+			return dbError("lock item", err)
+		}
+		before = row.item()
+		if n < row.Sold {
+			return fmt.Errorf("stock %d is below the %d already sold: %w", n, row.Sold, stock.ErrStockBelowSold)
+		}
+		if locked != nil {
+			if err := locked(before); err != nil {
+				return err
+			}
+		}
+		now := Now()
+		res, err := tx.ExecContext(ctx, "UPDATE items SET stock = ?, updated_at = ? WHERE id = ? AND sold <= ?", n, now, id, n)
+		if err != nil {
+			return dbError("update stock", err)
+		}
+		if changed, err := oneRow(res, "update stock"); err != nil {
+			return err
+		} else if !changed {
+			return fmt.Errorf("stock %d is below sold: %w", n, stock.ErrStockBelowSold)
+		}
+		row.Stock, row.UpdatedAt = n, now
+		after = row.item()
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return before, after, nil
+}
+
+// LockFence reads the highest lock fence the item's row has accepted.
+func (s *Store) LockFence(ctx context.Context, itemID int64) (int64, error) {
+	var fence int64
+	err := s.sql.QueryRowContext(ctx, "SELECT lock_fence FROM items WHERE id = ?", itemID).Scan(&fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
+	}
+	if err != nil {
+		return 0, dbError("read lock fence", err)
+	}
+	return fence, nil
+}
+
+// Remaining reads stock - sold.
+func (s *Store) Remaining(ctx context.Context, itemID int64) (int64, error) {
+	var left int64
+	err := s.sql.QueryRowContext(ctx, "SELECT stock - sold FROM items WHERE id = ?", itemID).Scan(&left)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
+	}
+	if err != nil {
+		return 0, dbError("read remaining", err)
+	}
+	return left, nil
+}
+
+// oneRow reads whether a conditional UPDATE of one row changed it.
+func oneRow(res sql.Result, op string) (bool, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, dbError(op, err)
+	}
+	return n == 1, nil
+}

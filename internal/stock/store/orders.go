@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+type orderRow struct {
+	ID              string `gorm:"primaryKey"`
+	ItemID          int64
+	UserID          string
+	Status          string
+	IdempotencyKey  *string
+	ExpiresAt       *time.Time
+	StockReturnedAt *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+func (orderRow) TableName() string { return "orders" }
+
+func (r *orderRow) order() *stock.Order {
+	return &stock.Order{ID: r.ID, ItemID: r.ItemID, UserID: r.UserID, Status: r.Status, ExpiresAt: utcPtr(r.ExpiresAt),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+}
+
+// insertOrders is the one INSERT of new orders; orderValues gives each
+// row's values, in this column order.
+const insertOrders = "INSERT INTO orders (id, item_id, user_id, status, idempotency_key, expires_at, created_at, updated_at) VALUES "
+
+// orderValues appends one created order's row to args. key "" is NULL.
+func orderValues(args []any, id string, itemID int64, userID, key string, expires *time.Time, created, now time.Time) []any {
+	var k *string
+	if key != "" {
+		k = &key
+	}
+	return append(args, id, itemID, userID, stock.StatusCreated, k, expires, created, now)
+}
+
+// orderColumns is how many values orderValues appends.
+const orderColumns = 8
+
+// ErrFenceStale means a lock holder's fencing token is older than the last
+// one that wrote the item: its lock expired and somebody else took it.
+var ErrFenceStale = errors.New("lock lost: a newer fencing token has written this item")
+
+// ErrMaybeCommitted marks a write whose outcome is unknown: the database
+// stopped answering while the transaction committed (or, on the one-order
+// path, somewhere in it), so the order may be in the database although its
+// caller hears 503. The lua strategy keeps the reservation until the
+// database says which; a retry by the user, or the same Idempotency-Key,
+// finds the order if it was committed.
+var ErrMaybeCommitted = errors.New("the write may have committed")
+
+// ErrBatchRefused means a batch could not be written whole (a duplicate,
+// or less stock left than orders); nothing of it was written.
+var ErrBatchRefused = errors.New("batch refused")
+
+// OrderWrite is one order to insert, with the Idempotency-Key it was
+// placed with ("" for none).
+type OrderWrite struct {
+	Order *stock.Order
+	Key   string
+}
+
+// InsertOrder writes o and takes one unit of its item in one transaction.
+// The UPDATE's WHERE clause is what makes oversell impossible; rows affected
+// is checked. fence, when positive, must be no older than the item's last
+// fence: the same lease may write many times, an older one never again.
+// The order row goes first so the hot items row is locked for as short a
+// time as possible.
+func (s *Store) InsertOrder(ctx context.Context, o *stock.Order, idemKey string, fence int64) error {
+	now := Now()
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, insertOrders+rowsOf(1, orderColumns), orderValues(nil, o.ID, o.ItemID, o.UserID, idemKey, s.deadline(now), now, now)...)
+		if err != nil {
+			return insertError(err)
+		}
+		var res sql.Result
+		if fence > 0 {
+			res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + 1, lock_fence = ?, updated_at = ? WHERE id = ? AND sold < stock AND lock_fence <= ?",
+				fence, now, o.ItemID, fence)
+		} else {
+			res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + 1, updated_at = ? WHERE id = ? AND sold < stock", now, o.ItemID)
+		}
+		if err != nil {
+			return dbError("take unit", err)
+		}
+		if taken, err := oneRow(res, "take unit"); err != nil {
+			return err
+		} else if !taken {
+			return whyNotTaken(ctx, tx, o.ItemID, fence)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.Created(o, now)
+	return nil
+}
+
+// whyNotTaken tells, inside the failed transaction, why no unit was taken.
+func whyNotTaken(ctx context.Context, tx *sql.Tx, itemID, fence int64) error {
+	var sold, units, lastFence int64
+	err := tx.QueryRowContext(ctx, "SELECT sold, stock, lock_fence FROM items WHERE id = ?", itemID).Scan(&sold, &units, &lastFence)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
+	case err != nil:
+		return dbError("read item", err)
+	case sold >= units:
+		return stock.ErrSoldOut
+	case fence > 0 && lastFence > fence:
+		return fmt.Errorf("fence %d, item has %d: %w: %w", fence, lastFence, ErrFenceStale, stock.ErrUnavailable)
+	}
+	return fmt.Errorf("item %d: unexpected zero rows updated", itemID)
+}
+
+// InsertBatch writes every order of a batch of one item and takes
+// len(batch) units in one transaction: the same guard as one order,
+// sold + k <= stock, with rows affected checked. Any refusal rolls the
+// whole batch back (ErrBatchRefused). A failed COMMIT is ErrMaybeCommitted.
+// progress, when not nil, is called after each statement (the shop's stall
+// watch).
+func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Time, fence int64, progress func()) error {
+	if progress == nil {
+		progress = func() {}
+	}
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		progress()
+		args := make([]any, 0, orderColumns*len(batch))
+		deadline := s.deadline(now)
+		for _, w := range batch {
+			args = orderValues(args, w.Order.ID, w.Order.ItemID, w.Order.UserID, w.Key, deadline, now, now)
+		}
+		_, err := tx.ExecContext(ctx, insertOrders+rowsOf(len(batch), orderColumns), args...)
+		progress()
+		if err != nil {
+			if e := insertError(err); errors.Is(e, stock.ErrAlreadyPurchased) || errors.Is(e, stock.ErrIdempotencyConflict) {
+				return ErrBatchRefused
+			}
+			return insertError(err)
+		}
+		k := len(batch)
+		itemID := batch[0].Order.ItemID
+		var res sql.Result
+		if fence > 0 {
+			res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, lock_fence = ?, updated_at = ? WHERE id = ? AND sold + ? <= stock AND lock_fence <= ?",
+				k, fence, now, itemID, k, fence)
+		} else {
+			res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, updated_at = ? WHERE id = ? AND sold + ? <= stock",
+				k, now, itemID, k)
+		}
+		progress()
+		if err != nil {
+			return dbError("take units", err)
+		}
+		if taken, err := oneRow(res, "take units"); err != nil {
+			return err
+		} else if !taken {
+			return ErrBatchRefused
+		}
+		return nil
+	})
+	if errors.Is(err, errCommit) {
+		return fmt.Errorf("%w: %w", ErrMaybeCommitted, err)
+	}
+	return err
+}
+
+// BuyersAmong returns which of users already hold an order for the item.
+func (s *Store) BuyersAmong(ctx context.Context, itemID int64, users []string) (map[string]bool, error) {
+	args := make([]any, 0, len(users)+1)
+	args = append(args, itemID)
+	for _, u := range users {
+		args = append(args, u)
+	}
+	q := "SELECT user_id FROM orders WHERE item_id = ? AND user_id IN (" + placeholders(len(users)) + ")"
+	rows, err := s.sql.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, dbError("find buyers", err)
+	}
+	defer rows.Close()
+	bought := map[string]bool{}
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			return nil, dbError("find buyers", err)
+		}
+		bought[u] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError("find buyers", err)
+	}
+	return bought, nil
+}
+
+// Order reads one order by id.
+func (s *Store) Order(ctx context.Context, id string) (*stock.Order, error) {
+	var row orderRow
+	err := s.db.WithContext(ctx).Take(&row, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fmt.Errorf("order %s: %w", id, stock.ErrNotFound)
+	}
+	if err != nil {
+		return nil, dbError("read order", err)
+	}
+	return row.order(), nil
+}
+
+// OrderOf reads the order a user holds for an item, with the idempotency key
+// it was placed with.
+func (s *Store) OrderOf(ctx context.Context, itemID int64, userID string) (*stock.Order, string, error) {
+	var row orderRow
+	err := s.db.WithContext(ctx).Take(&row, "item_id = ? AND user_id = ?", itemID, userID).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, "", fmt.Errorf("order of %s for item %d: %w", userID, itemID, stock.ErrNotFound)
+	}
+	if err != nil {
+		return nil, "", dbError("read order", err)
+	}
+	key := ""
+	if row.IdempotencyKey != nil {
+		key = *row.IdempotencyKey
+	}
+	return row.order(), key, nil
+}
+
+func placeholders(n int) string {
+	if n == 0 {
+		return "NULL"
+	}
+	return "?" + strings.Repeat(", ?", n-1)
+}
+
+// rowsOf is "(?, ..., ?), ..." for n rows of width values.
+func rowsOf(n, width int) string {
+	row := "(" + placeholders(width) + ")"
+	return row + strings.Repeat(", "+row, n-1)
+}

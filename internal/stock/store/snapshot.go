@@ -1,0 +1,117 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// GateSnapshot reads what a Redis gate is built from, in one consistent
+// snapshot (one read transaction: InnoDB's REPEATABLE READ, SQLite's
+// transaction): the item (id, stock, sold, sale window), and the ids of its
+// cancelled orders. The item's sold already excludes exactly those orders,
+// so a gate built with taken = sold counts each of them as returned; its
+// released set gets those ids, which makes a later release of one of them a
+// no-op, and a release of any order cancelled after the snapshot count once.
+func (s *Store) GateSnapshot(ctx context.Context, itemID int64) (it *stock.Item, cancelled []string, err error) {
+	err = s.inTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) error {
+		var r itemRow
+		err := tx.QueryRowContext(ctx, "SELECT id, stock, sold, starts_at, ends_at FROM items WHERE id = ?", itemID).
+			Scan(&r.ID, &r.Stock, &r.Sold, &r.StartsAt, &r.EndsAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
+		}
+		if err != nil {
+			return dbError("read item", err)
+		}
+		it = &stock.Item{ID: r.ID, Stock: r.Stock, Sold: r.Sold, StartsAt: utcPtr(r.StartsAt), EndsAt: utcPtr(r.EndsAt)}
+		rows, err := tx.QueryContext(ctx, "SELECT id FROM orders WHERE item_id = ? AND status = ?", itemID, stock.StatusCancelled)
+		if err != nil {
+			return dbError("list cancelled orders", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return dbError("list cancelled orders", err)
+			}
+			cancelled = append(cancelled, id)
+		}
+		if err := rows.Err(); err != nil {
+			return dbError("list cancelled orders", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return it, cancelled, nil
+}
+
+// Buyers is what the database says of an item and its buyers, read in one
+// transaction.
+type Buyers struct {
+	Item      *stock.Item       // stock, sold, strategy and sale window
+	Users     map[string]string // user -> order id, of every order row (a cancelled order still counts as the user's one)
+	Done      map[string]bool   // order ids written or recorded as failed
+	Live      int64             // order rows not cancelled
+	Failed    int64             // orders recorded as failed
+	Cancelled []string          // ids of cancelled orders: their units are back (released)
+}
+
+// BuyersSnapshot reads an item's Buyers.
+func (s *Store) BuyersSnapshot(ctx context.Context, id int64) (Buyers, error) {
+	var b Buyers
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) (err error) {
+		b, err = buyersIn(ctx, tx, id)
+		return err
+	})
+	return b, err
+}
+
+func buyersIn(ctx context.Context, tx *sql.Tx, id int64) (b Buyers, err error) {
+	it := &stock.Item{ID: id}
+	var startsAt, endsAt *time.Time
+	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, starts_at, ends_at FROM items WHERE id = ?", id).
+		Scan(&it.Stock, &it.Sold, &it.Strategy, &startsAt, &endsAt)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return b, fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
+		}
+		return b, dbError("read item", err)
+	}
+	it.StartsAt, it.EndsAt = startsAt, endsAt
+	b = Buyers{Item: it, Users: map[string]string{}, Done: map[string]bool{}}
+	rows, err := tx.QueryContext(ctx, "SELECT id, user_id, status, 0 FROM orders WHERE item_id = ? UNION ALL SELECT id, user_id, '', 1 FROM order_failures WHERE item_id = ?", id, id)
+	if err != nil {
+		return b, dbError("read buyers", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var oid, user, status string
+		var failed bool
+		if err := rows.Scan(&oid, &user, &status, &failed); err != nil {
+			return b, dbError("read buyers", err)
+		}
+		b.Done[oid] = true
+		switch {
+		case failed:
+			b.Failed++
+		default:
+			b.Users[user] = oid
+			if status == stock.StatusCancelled {
+				b.Cancelled = append(b.Cancelled, oid)
+			} else {
+				b.Live++
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return b, dbError("read buyers", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// errCommit marks a failed COMMIT: the outcome of the transaction is then
+// unknown to this process (see ErrMaybeCommitted).
+var errCommit = errors.New("commit failed")
+
+// inTx runs fn in one transaction and commits if fn returns nil; any error
+// rolls it back. fn's errors are returned as they are (classified where
+// each statement ran); BEGIN and COMMIT failures are classified here, a
+// COMMIT failure also marked errCommit.
+func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+	tx, err := s.sql.BeginTx(ctx, opts)
+	if err != nil {
+		return dbError("begin", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if opts != nil && opts.ReadOnly {
+		_ = tx.Rollback() // nothing to commit
+		return nil
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%w: %w", errCommit, dbError("commit", err))
+	}
+	return nil
+}
+
+// LockedItem is an item whose row a transaction holds locked (see
+// WithItemLocked): no order can take a unit of it, and no stock change or
+// gate build runs, until the transaction ends.
+type LockedItem struct {
+	ID int64
+	// QueueEpoch is the item's lua-async queue epoch (see MoveQueueEpoch).
+	QueueEpoch int64
+
+	tx *sql.Tx
+}
+
+// WithItemLocked runs fn in a transaction holding the item's row lock
+// (SELECT ... FOR UPDATE; SQLite has one connection, so its transactions
+// are serial anyway), and commits if fn returns nil.
+func (s *Store) WithItemLocked(ctx context.Context, id int64, fn func(ctx context.Context, it *LockedItem) error) error {
+	return s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		q := "SELECT queue_epoch FROM items WHERE id = ?"
+		if !s.sqlite {
+			q += " FOR UPDATE"
+		}
+		it := &LockedItem{ID: id, tx: tx}
+		if err := tx.QueryRowContext(ctx, q, id).Scan(&it.QueueEpoch); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
+			}
+			return dbError("lock item", err)
+		}
+		return fn(ctx, it)
+	})
+}
+
+// Stock reads the locked item's stock.
+func (it *LockedItem) Stock(ctx context.Context) (int64, error) {
+	var n int64
+	if err := it.tx.QueryRowContext(ctx, "SELECT stock FROM items WHERE id = ?", it.ID).Scan(&n); err != nil {
+		return 0, dbError("read stock", err)
+	}
+	return n, nil
+}
+
+// MoveQueueEpoch starts a new lua-async queue epoch for the item: a batch
+// read from the queue before (one Redis lost) can no longer be written
+// (PersistQueued refuses its epoch).
+func (it *LockedItem) MoveQueueEpoch(ctx context.Context) error {
+	if _, err := it.tx.ExecContext(ctx, "UPDATE items SET queue_epoch = ? WHERE id = ?", it.QueueEpoch+1, it.ID); err != nil {
+		return dbError("move queue epoch", err)
+	}
+	it.QueueEpoch++
+	return nil
+}
+
+// Buyers reads what the database says of the locked item's buyers (see
+// BuyersSnapshot), inside the lock.
+func (it *LockedItem) Buyers(ctx context.Context) (Buyers, error) {
+	return buyersIn(ctx, it.tx, it.ID)
+}
