@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/store"
@@ -84,16 +85,21 @@ func TestLockFenceSurvivesRedisDataLoss(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// One at a time: each order takes and releases the lock, so the
-		// database's fence climbs to 5.
 		order := func(n int) error {
 			_, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: fmt.Sprintf("u%02d", n)})
 			return err
 		}
+		// One at a time, each after the previous lock is released: the
+		// item's writer keeps its lock (and fence) for an order that comes
+		// while it still holds it, so without the wait the fence could stay
+		// at 1 on a fast machine. Each order then takes a new fence, and
+		// the database's fence climbs to 5.
+		lockKey := fmt.Sprintf("%s:{item:%d}:lock", b.KeyPrefix, it.ID)
 		for n := range 5 {
 			if err := order(n); err != nil {
 				t.Fatalf("order %d before the loss: %v", n, err)
 			}
+			waitUnlocked(t, rdb, lockKey)
 		}
 		before := lockFenceOf(t, s.store, it.ID)
 		if before < 2 {
@@ -124,4 +130,16 @@ func lockFenceOf(t *testing.T, st *store.Store, itemID int64) int64 {
 		t.Fatal(err)
 	}
 	return fence
+}
+
+// waitUnlocked waits until the lock key is gone (released), at most 5 s.
+func waitUnlocked(t *testing.T, rdb *redis.Client, key string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.Exists(context.Background(), key).Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("lock %s still held after 5s", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
