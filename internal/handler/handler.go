@@ -28,6 +28,9 @@ type Shop interface {
 	SetStock(ctx context.Context, id, n int64) (before, after *stock.Item, err error)
 	PlaceOrder(ctx context.Context, req stock.OrderRequest) (*stock.Order, bool, error)
 	KnownSoldOut(itemID int64) bool
+	// ItemView is the public view of an item, served from memory (see
+	// shop.ViewMaxAge for how stale it may be).
+	ItemView(ctx context.Context, id int64) (*stock.ItemView, error)
 	Order(ctx context.Context, id string) (*stock.Order, error)
 	PayOrder(ctx context.Context, id, userID string) (*stock.Order, error)
 	CancelOrder(ctx context.Context, id, userID string) (*stock.Order, error)
@@ -80,6 +83,7 @@ type Handler struct {
 	admin     *gin.Engine // nil unless SeparateAdmin
 	ids       *requestIDs
 	jwt       *jwt.Parser
+	views     itemViewCache
 	tally     *orderTally // refusals of the items a live view watches
 }
 

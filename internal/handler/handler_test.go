@@ -37,6 +37,7 @@ type fakeShop struct {
 	requeue      func(ctx context.Context, id int64) (int, error)
 	reconcile    func(ctx context.Context, id int64, repair bool) (*stock.Reconciliation, error)
 	knownSoldOut func(itemID int64) bool
+	itemView     func(ctx context.Context, id int64) (*stock.ItemView, error)
 }
 
 var _ Shop = (*fakeShop)(nil)
@@ -91,6 +92,14 @@ func (f *fakeShop) KnownSoldOut(itemID int64) bool {
 		return false
 	}
 	return f.knownSoldOut(itemID)
+}
+
+func (f *fakeShop) ItemView(ctx context.Context, id int64) (*stock.ItemView, error) {
+	if f.itemView == nil {
+		f.unexpected("ItemView")
+		return nil, errors.New("unexpected")
+	}
+	return f.itemView(ctx, id)
 }
 
 func (f *fakeShop) Order(ctx context.Context, id string) (*stock.Order, error) {

@@ -152,14 +152,6 @@ func (h *Handler) requeueDeadLetters(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"requeued": n})
 }
 
-func (h *Handler) publicItem(c *gin.Context) {
-	it, ok := h.item(c)
-	if ok {
-		c.JSON(http.StatusOK, publicItemJSON{ID: it.ID, Name: it.Name, PriceCents: it.PriceCents,
-			Remaining: it.Remaining(), StartsAt: it.StartsAt, EndsAt: it.EndsAt})
-	}
-}
-
 func (h *Handler) item(c *gin.Context) (*stock.Item, bool) {
 	id, err := pathID(c)
 	if err != nil {

@@ -131,3 +131,17 @@ const (
 	MaxUserIDLen  = 64                // longest user id, in bytes
 	MaxIdemKeyLen = 128               // longest Idempotency-Key, in bytes
 )
+
+// ItemView is the public view of an item, what a buyer's page shows: its
+// fixed fields and what is left to sell. Remaining comes from the Redis gate
+// when the item has one (the database lags it by the orders in flight or
+// queued), from the database otherwise, and is never negative. A view is
+// shared and must not be changed.
+type ItemView struct {
+	ID         int64
+	Name       string
+	PriceCents int64
+	Remaining  int64
+	StartsAt   *time.Time
+	EndsAt     *time.Time
+}

@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -257,4 +258,24 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Remaining is what the item's gate has left to sell (stock - taken, at
+// least 0); ok is false when the item has no gate in Redis.
+func (g *Gate) Remaining(ctx context.Context, id int64) (left int64, ok bool, err error) {
+	vals, err := g.rdb.HMGet(ctx, g.keys.Meta(id), "stock", "taken").Result()
+	if err != nil {
+		return 0, false, Error("read gate", err)
+	}
+	st, ok1 := vals[0].(string)
+	tk, ok2 := vals[1].(string)
+	if !ok1 || !ok2 {
+		return 0, false, nil
+	}
+	s, err1 := strconv.ParseInt(st, 10, 64)
+	t, err2 := strconv.ParseInt(tk, 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false, fmt.Errorf("gate of item %d: stock %q, taken %q: not integers", id, st, tk)
+	}
+	return max(0, s-t), true, nil
 }

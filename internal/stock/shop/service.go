@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,7 @@ type Service struct {
 	loading singleflight.Group
 	soldOut gate.Memo
 	events  *gate.Events
+	views   itemViews
 
 	sweeper   sync.WaitGroup
 	stopSweep context.CancelFunc
@@ -53,6 +55,7 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 		return nil, err
 	}
 	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, pipe: gate.NewPipeline(rdb, nil)}
+	s.views.clock = time.Now
 	s.gate = gate.New(rdb, keys, s.pipe, cfg.Logger)
 	s.lua = newLuaBuyer(st, s.gate, cfg.Logger)
 	s.lua.returned = s.restocked

@@ -129,6 +129,10 @@
     } finally {
       button.disabled = false;
       load();
+      // The service serves this view from memory for up to about 250 ms
+      // (see the README), so read it once more after that to show this
+      // purchase in the count.
+      setTimeout(load, 400);
     }
   }
 

@@ -1,0 +1,84 @@
+package handler
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// ItemViewMaxAge is the max-age a browser or CDN may keep the public item
+// view: one second, so a refresh storm before a sale reaches the service at
+// most once a second per cache, and a buyer sees a sell-out within about a
+// second (plus the service's own bound, stock.ItemView's ViewMaxAge).
+const ItemViewMaxAge = 1
+
+var itemViewCacheControl = "public, max-age=" + strconv.Itoa(ItemViewMaxAge)
+
+// encodedView is a view's JSON body and ETag, made once per view: the shop
+// hands out the same *stock.ItemView until it reads the item again.
+type encodedView struct {
+	view *stock.ItemView
+	body []byte
+	etag string
+}
+
+// itemViewCache keeps each item's last encoded view.
+type itemViewCache struct{ m sync.Map } // int64 -> *encodedView
+
+func (c *itemViewCache) encode(v *stock.ItemView) *encodedView {
+	if e, ok := c.m.Load(v.ID); ok && e.(*encodedView).view == v {
+		return e.(*encodedView)
+	}
+	body, _ := json.Marshal(publicItemJSON{ID: v.ID, Name: v.Name, PriceCents: v.PriceCents,
+		Remaining: v.Remaining, StartsAt: v.StartsAt, EndsAt: v.EndsAt}) // plain fields: cannot fail
+	h := fnv.New64a()
+	_, _ = h.Write(body)
+	e := &encodedView{view: v, body: body, etag: `"` + strconv.FormatUint(h.Sum64(), 36) + `"`}
+	c.m.Store(v.ID, e)
+	return e
+}
+
+// publicItem serves the public item view from the shop's memory, with an
+// ETag and a short max-age; a matching If-None-Match gets 304.
+func (h *Handler) publicItem(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	v, err := h.shop.ItemView(c.Request.Context(), id)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	e := h.views.encode(v)
+	c.Header("ETag", e.etag)
+	c.Header("Cache-Control", itemViewCacheControl)
+	if etagMatches(c.GetHeader("If-None-Match"), e.etag) {
+		c.Status(http.StatusNotModified)
+		return
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", e.body)
+}
+
+// etagMatches reports whether an If-None-Match header names etag (weak
+// comparison, RFC 9110 13.1.2: a W/ prefix is ignored) or is "*".
+func etagMatches(header, etag string) bool {
+	if header == "" {
+		return false
+	}
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,106 @@
+package shop
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// ViewMaxAge is how long a public item view is served from memory before it
+// is read again. A view counts from when its read began, and the read (one
+// Redis round trip, or one database read for a lock item) is bounded by
+// viewReadTimeout, so the remaining count it shows lags the gate by at most
+// ViewMaxAge plus one read: about 250 ms on a healthy backend. A sell-out
+// this process knows of (its sold-out memo) shows at once.
+const ViewMaxAge = 200 * time.Millisecond
+
+// viewReadTimeout bounds the read shared by the callers of one item's view.
+const viewReadTimeout = 2 * time.Second
+
+// itemViews caches each item's public view: while a crowd refreshes an
+// item's page, one read every ViewMaxAge reaches Redis or the database.
+type itemViews struct {
+	m       sync.Map // int64 -> *viewEntry
+	reading singleflight.Group
+	clock   func() time.Time // time.Now; tests move it
+}
+
+type viewEntry struct {
+	view *stock.ItemView
+	at   time.Time // when the read that made it began
+}
+
+// ItemView is the public view of item id, at most ViewMaxAge old (see
+// there). It never shows units left once this process knows the item is
+// sold out.
+func (s *Service) ItemView(ctx context.Context, id int64) (*stock.ItemView, error) {
+	now := s.views.clock()
+	if v, ok := s.views.m.Load(id); ok {
+		if e := v.(*viewEntry); now.Sub(e.at) < ViewMaxAge {
+			return s.knownSoldOut(id, e), nil
+		}
+	}
+	ch := s.views.reading.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
+		// The read is shared: it must not end because the first caller
+		// went away. Each caller still waits no longer than its own ctx.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), viewReadTimeout)
+		defer cancel()
+		return s.readView(rctx, id)
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return s.knownSoldOut(id, r.Val.(*viewEntry)), nil
+	}
+}
+
+// knownSoldOut is e's view, with nothing left when the memo says the item
+// is sold out (the cached entry is replaced, so later calls share it).
+func (s *Service) knownSoldOut(id int64, e *viewEntry) *stock.ItemView {
+	if e.view.Remaining == 0 || !s.soldOut.SoldOut(id) {
+		return e.view
+	}
+	v := *e.view
+	v.Remaining = 0
+	s.views.m.CompareAndSwap(id, e, &viewEntry{view: &v, at: e.at})
+	return &v
+}
+
+// readView reads item id's view: its fixed fields from the routing cache,
+// what is left from the gate when the item has one and it is in Redis,
+// else from the database.
+func (s *Service) readView(ctx context.Context, id int64) (*viewEntry, error) {
+	start := s.views.clock()
+	it, err := s.routing(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	v := &stock.ItemView{ID: it.ID, Name: it.Name, PriceCents: it.PriceCents, StartsAt: it.StartsAt, EndsAt: it.EndsAt}
+	found := false
+	if s.strategy(it.Strategy).Gated() {
+		// A Redis failure falls back to the database: the page stays up
+		// while orders answer 503 (no gate lets anything be sold then).
+		if left, ok, err := s.gate.Remaining(ctx, id); err == nil && ok {
+			v.Remaining, found = left, true
+		}
+	}
+	if !found {
+		db, err := s.store.Item(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		v.Remaining = max(0, db.Remaining())
+	}
+	e := &viewEntry{view: v, at: start}
+	s.views.m.Store(id, e)
+	return e, nil
+}
