@@ -1,35 +1,15 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A Redis that may evict any key (allkeys-*) can drop a lua-async stream
 // while the gate survives, losing queued 202s without a trace: the service
@@ -53,7 +33,7 @@ func TestEvictingRedisIsRefused(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			url := testenv.PrivateRedis(t, tc.args...)
-			var logs syncBuffer
+			var logs testenv.SyncBuffer
 			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			cfg := app.Config{RedisURL: url, SQLitePath: filepath.Join(t.TempDir(), "seckill.db")}
 			a, err := app.New(context.Background(), cfg, log)

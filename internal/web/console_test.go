@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +31,7 @@ const hostile = `<img src=x onerror=alert(1)>`
 func TestConsoleInBrowser(t *testing.T) {
 	br := newBrowser(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		logs := &syncBuffer{}
+		logs := &testenv.SyncBuffer{}
 		log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		_, c := apptest.StartLogged(t, b, log, func(cfg *app.Config) {
 			cfg.MaxDeliveries = 1 // a refused lua-async order is a dead letter at once
@@ -503,22 +501,4 @@ func notStarted(t *testing.T, tb *tab, c *apptest.Client) {
 	if got := tb.text("#result"); !strings.Contains(got, "The sale has not started yet") {
 		t.Errorf("early buy: got %q", got)
 	}
-}
-
-// syncBuffer is a bytes.Buffer the service's goroutines may write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
