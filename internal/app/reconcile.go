@@ -74,7 +74,7 @@ func printReconciliation(w io.Writer, r *stock.Reconciliation) {
 		fmt.Fprintf(w, ", %d failed", r.FailedOrders)
 	}
 	switch {
-	case r.Strategy == stock.StrategyLock:
+	case !r.Gated:
 		fmt.Fprintln(w, "; no stock in Redis")
 	case !r.GatePresent:
 		fmt.Fprintln(w, "; Redis: no gate")

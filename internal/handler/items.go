@@ -92,7 +92,7 @@ func (h *Handler) adminItem(c *gin.Context) {
 		return
 	}
 	v := adminView(it)
-	if it.Strategy == stock.StrategyLuaAsync {
+	if it.Strategy.Queued() {
 		q, err := h.shop.AsyncStats(c.Request.Context(), it.ID)
 		if err != nil {
 			h.writeError(c, err)

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/seckill/seckill/internal/stock"
 )
 
 // The live view of an item is a stream of Server-Sent Events: one "stats"
@@ -107,7 +105,7 @@ func (h *Handler) liveEvent(ctx context.Context, id int64) (*liveJSON, error) {
 	}
 	now := time.Now()
 	ev := &liveJSON{At: now, Item: listItemJSON{adminItemJSON: adminView(it), Status: it.SaleStatus(now)}}
-	if it.Strategy == stock.StrategyLuaAsync {
+	if it.Strategy.Queued() {
 		q, err := h.shop.AsyncStats(ctx, id)
 		if err != nil {
 			return nil, err

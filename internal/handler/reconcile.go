@@ -44,7 +44,7 @@ func ReconciliationView(r *stock.Reconciliation) ReconciliationJSON {
 	var v ReconciliationJSON
 	v.Item, v.Strategy = r.ItemID, r.Strategy
 	v.Database.Stock, v.Database.Sold, v.Database.Orders, v.Database.FailedOrders = r.Stock, r.Sold, r.Orders, r.FailedOrders
-	if r.Strategy != stock.StrategyLock {
+	if r.Gated {
 		v.Redis = &gateJSON{r.GatePresent, r.GateStock, r.GateTaken, r.SoldOutMark, r.Buyers, r.Queued, r.DeadLetters, r.Reserved, r.Orphaned}
 	}
 	v.ExpectedTaken, v.Drift, v.Repaired, v.Note = r.ExpectedTaken, r.Drift, r.Repaired, r.Note

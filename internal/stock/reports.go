@@ -29,6 +29,9 @@ type DeadLetter struct {
 type Reconciliation struct {
 	ItemID   int64
 	Strategy StrategyName
+	// Gated says the item keeps stock in the Redis gate (lua, lua-async):
+	// only then are the Redis fields below compared.
+	Gated bool
 
 	// The database.
 	Stock, Sold  int64

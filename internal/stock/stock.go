@@ -29,6 +29,11 @@ const (
 // Strategies lists every strategy name, in the order the API documents them.
 var Strategies = []StrategyName{StrategyLua, StrategyLock, StrategyLuaAsync}
 
+// Queued reports whether orders of this kind wait in a Redis queue, answered
+// 202, before a writer puts them in the database: such an item has a queue
+// (queued, unacknowledged, dead letters) to show.
+func (n StrategyName) Queued() bool { return n == StrategyLuaAsync }
+
 // Valid reports whether n names a strategy.
 func (n StrategyName) Valid() bool {
 	return n == StrategyLua || n == StrategyLock || n == StrategyLuaAsync

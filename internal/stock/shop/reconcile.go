@@ -109,8 +109,8 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	if err != nil {
 		return nil, plan, err
 	}
-	r := &stock.Reconciliation{ItemID: id, Strategy: it.Strategy}
 	strat := s.strategy(it.Strategy)
+	r := &stock.Reconciliation{ItemID: id, Strategy: it.Strategy, Gated: strat.Gated()}
 	if !strat.Gated() {
 		snap, err := s.store.BuyersSnapshot(ctx, id)
 		if err != nil {
