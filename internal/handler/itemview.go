@@ -16,7 +16,7 @@ import (
 // ItemViewMaxAge is the max-age a browser or CDN may keep the public item
 // view: one second, so a refresh storm before a sale reaches the service at
 // most once a second per cache, and a buyer sees a sell-out within about a
-// second (plus the service's own bound, stock.ItemView's ViewMaxAge).
+// second (plus the service's own bound, shop.ViewMaxAge).
 const ItemViewMaxAge = 1
 
 var itemViewCacheControl = "public, max-age=" + strconv.Itoa(ItemViewMaxAge)
