@@ -118,7 +118,7 @@ func startWorker(ctx context.Context, cfg Config, log *slog.Logger, stdout io.Wr
 			closeAll()
 		}
 	}()
-	rdb, _, rdesc, err := openRedis(ctx, cfg.RedisURL, cfg.RedisTimeout, log)
+	rdb, _, rdesc, err := openRedis(ctx, cfg.RedisMode, cfg.RedisURL, cfg.RedisTimeout, log)
 	if err != nil {
 		return nil, nil, err
 	}
