@@ -8,9 +8,10 @@ import (
 )
 
 // TestConcurrencyProof: stock 100, 2,000 concurrent attempts from 1,000
-// users with repeats and replays, for every strategy on every backend.
+// users with repeats and replays, for every strategy on every backend, the
+// Redis Cluster included.
 func TestConcurrencyProof(t *testing.T) {
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		db := b.DB(t)
 		for _, strategy := range apptest.Strategies {

@@ -269,11 +269,21 @@ func DeleteKeys(t testing.TB, rdb redis.UniversalClient, pattern string) {
 	}
 }
 
-// Keys lists the keys matching pattern: on a Redis Cluster, every
-// master's.
+// Keys lists the keys matching pattern (KeysOf), failing the test on an
+// error.
 func Keys(t testing.TB, rdb redis.UniversalClient, pattern string) []string {
 	t.Helper()
-	ctx := context.Background()
+	keys, err := KeysOf(context.Background(), rdb, pattern)
+	if err != nil {
+		t.Fatalf("redis keys %s: %v", pattern, err)
+	}
+	return keys
+}
+
+// KeysOf lists the keys matching pattern: on a Redis Cluster, every
+// master's (KEYS and SCAN see one node's keys only). For tests' small
+// key sets; it may run off the test's goroutine.
+func KeysOf(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
 	var mu sync.Mutex
 	var all []string
 	scan := func(ctx context.Context, node redis.Cmdable) error {
@@ -289,11 +299,8 @@ func Keys(t testing.TB, rdb redis.UniversalClient, pattern string) []string {
 	} else {
 		err = scan(ctx, rdb)
 	}
-	if err != nil {
-		t.Fatalf("redis keys %s: %v", pattern, err)
-	}
 	sort.Strings(all)
-	return all
+	return all, err
 }
 
 // Suffix is a short random name part.
