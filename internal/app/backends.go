@@ -106,6 +106,11 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	p := clientSettings(timeout)
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = p.dial, p.read, p.write, p.pool
 	opt.MaxRetries, opt.Protocol, opt.PoolSize, opt.MinIdleConns = p.maxRetries, p.protocol, p.poolSize, p.minIdle
+	// go-redis learns a new slot map from MOVED or from this periodic
+	// reload (default a minute), not from a dead master's refused
+	// connections: after a failover the items of that master would answer
+	// 503 until the next reload. One CLUSTER SLOTS a second is cheap.
+	opt.ClusterStateReloadInterval = clusterStateReload
 	rdb := redis.NewClusterClient(opt)
 	seeds := strings.Join(opt.Addrs, ",")
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -145,6 +150,10 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	sort.Strings(masters)
 	return rdb, nil, fmt.Sprintf("redis cluster, %d masters: %s", len(masters), strings.Join(masters, ",")), nil
 }
+
+// clusterStateReload is how often a Redis Cluster client reloads the slot
+// map while it sends commands (see openCluster).
+const clusterStateReload = time.Second
 
 // checkClusterURL parses a cluster URL as openCluster will.
 func checkClusterURL(url string) error {

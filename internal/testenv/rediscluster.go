@@ -50,7 +50,7 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, extra ...string)
 		// may lie past 65535 for a port the kernel hands out.
 		args := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(freePort(t)),
-			"--appendonly", "no"}, extra...)
+			"--appendonly", "no", "--repl-diskless-sync-delay", "0"}, extra...)
 		s := StartRedisServer(t, args...)
 		c.Nodes = append(c.Nodes, s)
 		addrs = append(addrs, s.Addr())
@@ -61,7 +61,48 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, extra ...string)
 		t.Fatalf("redis-cli --cluster create: %v: %s", err, out)
 	}
 	c.AwaitOK(15 * time.Second)
+	if replicasPerMaster > 0 {
+		// A replica that never synced cannot be promoted: a test that
+		// kills a master right away would see no failover.
+		c.AwaitReplicasSynced(15 * time.Second)
+	}
 	return c
+}
+
+// AwaitReplicasSynced waits until every running replica's link to its
+// master is up (INFO replication: master_link_status:up), and fails the
+// test after d.
+func (c *RedisCluster) AwaitReplicasSynced(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for _, s := range c.Nodes {
+		if !s.Running() {
+			continue
+		}
+		for {
+			info := s.info("replication")
+			if strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("replica %s not synced after %s: %s", s.Addr(), d, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// info is the node's INFO section, or the error reading it.
+func (s *RedisServer) info(section string) string {
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, section).Result()
+	if err != nil {
+		return err.Error()
+	}
+	return info
 }
 
 // URL is the cluster's go-redis cluster URL, naming every node:
