@@ -126,4 +126,3 @@ func freePortBase(t *testing.T) int {
 	t.Fatal("no free ports for a cluster")
 	return 0
 }
-
