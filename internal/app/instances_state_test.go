@@ -215,7 +215,8 @@ func TestPeerNeverOversellsWhenStockLowered(t *testing.T) {
 			t.Run(strategy, func(t *testing.T) {
 				it := a.CreateItem(t, 60, strategy)
 				mustOrder(t, bb, it.ID, "warm", "") // B routes and gates the item
-				if r := setStock(t, a, it.ID, 30); r.Status != http.StatusOK { // B has not seen this
+				// B has not seen this change.
+				if r := setStock(t, a, it.ID, 30); r.Status != http.StatusOK {
 					t.Fatalf("A lowers stock to 30: got %d %s", r.Status, r.Body)
 				}
 				cs := []*apptest.Client{a, bb}
