@@ -104,11 +104,14 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 	if in.Strategy == "" {
 		in.Strategy = s.cfg.DefaultStrategy
 	}
+	if in.Buckets == 0 {
+		in.Buckets = 1
+	}
 	if err := stock.ValidateNewItem(in); err != nil {
 		return nil, err
 	}
 	it := &stock.Item{Name: in.Name, PriceCents: in.PriceCents, Stock: in.Stock, Strategy: in.Strategy,
-		StartsAt: in.StartsAt, EndsAt: in.EndsAt}
+		Buckets: in.Buckets, StartsAt: in.StartsAt, EndsAt: in.EndsAt}
 	if err := s.store.CreateItem(ctx, it); err != nil {
 		return nil, err
 	}
