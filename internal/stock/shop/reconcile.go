@@ -63,8 +63,12 @@ func (s *Service) Reconcile(ctx context.Context, id int64, repair bool) (*stock.
 		case len(plan.orphans) > 0:
 			// Hand orphaned reservations back (exact, idempotent), then
 			// look again.
+			it, err := s.routing(ctx, id)
+			if err != nil {
+				return nil, err
+			}
 			for user, oid := range plan.orphans {
-				if _, err := s.gate.HandBack(ctx, id, user, oid, ""); err != nil {
+				if _, err := s.gate.HandBack(ctx, gate.HomeBucket(id, it.Buckets, user), user, oid, ""); err != nil {
 					return nil, err
 				}
 			}

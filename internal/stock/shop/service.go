@@ -38,6 +38,9 @@ type Service struct {
 	soldOut gate.Memo
 	events  *gate.Events
 	views   itemViews
+	// bucketed lists the items with several buckets seen here (the
+	// sweeper finishes their moves).
+	bucketed bucketItems
 
 	sweeper   sync.WaitGroup
 	stopSweep context.CancelFunc
@@ -121,6 +124,7 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
 	}
 	s.strategy(it.Strategy).created(it)
+	s.bucketed.add(it)
 	return it, nil
 }
 
@@ -156,9 +160,12 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 	}
 	strat := s.strategy(it.Strategy)
 	if strat.Gated() {
-		if err := s.ensureGate(ctx, strat, it.ID); err != nil {
+		if err := s.ensureGate(ctx, strat, it); err != nil {
 			return nil, nil, err
 		}
+	}
+	if it.Buckets > 1 {
+		return s.setStockBuckets(ctx, it, n)
 	}
 	touched := false
 	old, updated, err := s.store.SetStock(ctx, id, n, func(old *stock.Item) (err error) {
@@ -183,11 +190,11 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 
 // ensureGate rebuilds an item's gate if Redis lost it, the way its
 // strategy needs.
-func (s *Service) ensureGate(ctx context.Context, strat Strategy, id int64) error {
-	if built, err := s.gate.Exists(ctx, id); err != nil || built {
+func (s *Service) ensureGate(ctx context.Context, strat Strategy, it *stock.Item) error {
+	if built, err := s.gate.ExistsAll(ctx, it.ID, it.Buckets); err != nil || built {
 		return err
 	}
-	return strat.BuildGate(ctx, id)
+	return strat.BuildGate(ctx, it.ID)
 }
 
 // syncGateStock writes the database's stock to the item's gate, holding
@@ -316,6 +323,7 @@ func (s *Service) routing(ctx context.Context, id int64) (*stock.Item, error) {
 			return nil, err
 		}
 		s.items.Store(id, it)
+		s.bucketed.add(it)
 		return it, nil
 	})
 	if err != nil {
