@@ -18,6 +18,8 @@ var Strategies = []string{"lua", "lock", "lua-async"}
 type ProofSpec struct {
 	Stock int64
 	Users int // each user sends two attempts, so 2*Users in all
+	// Buckets splits the item's stock over that many gate buckets (0: 1).
+	Buckets int
 }
 
 type attempt struct {
@@ -53,9 +55,10 @@ func ProofUser(u int) (user, key string) {
 // twice.
 func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec) {
 	t.Helper()
-	it := c.CreateItem(t, spec.Stock, strategy)
-	if it.Strategy != strategy {
-		t.Fatalf("item strategy: got %q, want %q", it.Strategy, strategy)
+	buckets := max(1, spec.Buckets)
+	it := c.CreateBucketedItem(t, spec.Stock, strategy, buckets)
+	if it.Strategy != strategy || it.Buckets != buckets {
+		t.Fatalf("item strategy, buckets: got %q %d, want %q %d", it.Strategy, it.Buckets, strategy, buckets)
 	}
 
 	attempts := make([]attempt, 0, 2*spec.Users)
@@ -165,6 +168,19 @@ func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec
 	for _, a := range attempts {
 		if a.code == "already_purchased" && !users[a.user] {
 			t.Errorf("%s was answered already_purchased but holds no order", a.user)
+		}
+	}
+	// Once the stampede is over, the item's own view agrees.
+	if r := c.Must(t, "GET", "/api/v1/items/"+itoa(it.ID), nil, false, nil); r.Status == http.StatusOK {
+		var v struct{ Remaining int64 }
+		r.JSON(t, &v)
+		if v.Remaining != spec.Stock-want {
+			time.Sleep(300 * time.Millisecond) // the view may be up to 250 ms old
+			r = c.Must(t, "GET", "/api/v1/items/"+itoa(it.ID), nil, false, nil)
+			r.JSON(t, &v)
+			if v.Remaining != spec.Stock-want {
+				t.Errorf("public view after the stampede: remaining %d, want %d", v.Remaining, spec.Stock-want)
+			}
 		}
 	}
 	got := c.AdminItem(t, it.ID)
