@@ -174,22 +174,42 @@ func (g *luaBuyer) buildGate(ctx context.Context, id int64) error {
 func (g *luaBuyer) buildBuckets(ctx context.Context, id int64) error {
 	_, err, _ := g.building.Do(strconv.FormatInt(id, 10), func() (any, error) {
 		return nil, g.store.WithItemLocked(ctx, id, func(ctx context.Context, locked *store.LockedItem) error {
-			snap, err := locked.Buyers(ctx)
-			if err != nil {
-				return err
-			}
-			if all, err := g.gate.ExistsAll(ctx, id, snap.Item.Buckets); err != nil || all {
-				return err
-			}
-			if err := g.gate.BuildBuckets(ctx, snap.Item, snap.Users, snap.Cancelled); err != nil {
-				return err
-			}
-			g.log.InfoContext(ctx, "gate buckets rebuilt from database", "item", id, "buckets", snap.Item.Buckets,
-				"stock", snap.Item.Stock, "sold", snap.Item.Sold, "cancelled", len(snap.Cancelled))
-			return nil
+			_, err := g.rebuildBucketsLocked(ctx, locked, nil)
+			return err
 		})
 	})
 	return err
+}
+
+// rebuildBucketsLocked rebuilds every bucket of the item whose row lock
+// is held: when one is missing, or, with seen (a reconcile's repair), when
+// the buckets' taken units and buyers are still as seen. It reports
+// whether it rebuilt them.
+func (g *luaBuyer) rebuildBucketsLocked(ctx context.Context, locked *store.LockedItem, seen *gate.BucketsView) (bool, error) {
+	snap, err := locked.Buyers(ctx)
+	if err != nil {
+		return false, err
+	}
+	id, k := locked.ID, snap.Item.Buckets
+	if seen == nil {
+		if all, err := g.gate.ExistsAll(ctx, id, k); err != nil || all {
+			return false, err
+		}
+	} else {
+		now, err := g.gate.ReadBuckets(ctx, id, k, true)
+		if err != nil {
+			return false, err
+		}
+		if now.Taken != seen.Taken || len(now.Buyers) != len(seen.Buyers) || now.Stock != seen.Stock {
+			return false, nil
+		}
+	}
+	if err := g.gate.BuildBuckets(ctx, snap.Item, snap.Users, snap.Done, snap.Cancelled); err != nil {
+		return false, err
+	}
+	g.log.InfoContext(ctx, "gate buckets rebuilt from database", "item", id, "buckets", k,
+		"stock", snap.Item.Stock, "sold", snap.Item.Sold, "cancelled", len(snap.Cancelled))
+	return true, nil
 }
 
 // orphaned reports whether the reservation for orderID is old enough that

@@ -50,8 +50,9 @@ type Strategy interface {
 
 // redisSeen is what Reconcile read of an item in Redis.
 type redisSeen struct {
-	buyers  map[string]string
-	entries []redis.XMessage // the queue's and the dead letters'
+	buyers       map[string]string
+	entries      []redis.XMessage // the queue's and the dead letters'
+	queued, dead int64
 }
 
 // strategy is the Strategy of items of kind name (validated on creation).
