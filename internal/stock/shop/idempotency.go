@@ -67,7 +67,7 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.Or
 		claim = p.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
 			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
 		if s.strategy(it.Strategy).reservesFirst() {
-			reserved = p.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
+			reserved = p.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
 		}
 	}, nil)
 	if err == nil && reserved != nil {
@@ -123,7 +123,7 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 		claim := pipe.Get(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey))
 		var reserved *redis.BoolCmd
 		if s.strategy(it.Strategy).reservesFirst() {
-			reserved = pipe.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
+			reserved = pipe.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil
@@ -165,4 +165,13 @@ func (s *Service) replay(ctx context.Context, req stock.OrderRequest, wait bool)
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
+}
+
+// buyersKey is the buyers hash that holds userID's reservation of it: its
+// home bucket's.
+func (s *Service) buyersKey(it *stock.Item, userID string) string {
+	if it.Buckets <= 1 {
+		return s.keys.Buyers(it.ID)
+	}
+	return s.keys.Bucket(gate.HomeBucket(it.ID, it.Buckets, userID)).Buyers
 }

@@ -25,9 +25,9 @@ end
 if changed ~= 0 then
   redis.call('HINCRBY', meta, 'stock', changed)
 end
-if changed > 0 then
-  redis.call('HINCRBY', meta, 'moves', 1) -- units came in (see rebalance.go)
-end
+-- Units came in, or the sold-out mark goes, which may free some: either
+-- way Rebalance's double collect must see a change (see rebalance.go).
+redis.call('HINCRBY', meta, 'moves', 1)
 redis.call('HSET', meta, 'soldout', '')
 redis.call('SET', op, tostring(changed), 'EX', op_ttl)
 return {'ok', tostring(changed)}
