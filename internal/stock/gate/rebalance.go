@@ -453,7 +453,9 @@ func (g *Gate) AdjustStock(ctx context.Context, itemID int64, k int, delta int64
 	return changed, nil
 }
 
-// RestoreStock undoes what AdjustStock changed.
+// RestoreStock undoes what AdjustStock changed, zeroing each entry of
+// changed it has undone: after an error, changed holds what is left to
+// undo.
 func (g *Gate) RestoreStock(ctx context.Context, itemID int64, changed []int64) error {
 	k := len(changed)
 	undo := make([]int64, k)
@@ -462,6 +464,7 @@ func (g *Gate) RestoreStock(ctx context.Context, itemID int64, changed []int64) 
 			if err := g.adjust(ctx, Bucket{Item: itemID, B: b, K: k}, -c, undo); err != nil {
 				return err
 			}
+			changed[b] = 0
 		}
 	}
 	return nil

@@ -39,16 +39,16 @@ func (s *Service) setStockBuckets(ctx context.Context, it *stock.Item, n int64) 
 			err = fmt.Errorf("stock %d: only %d units of the %d to take off are free in the gate (the rest are sold or reserved): %w",
 				n, -sum(changed), -delta, stock.ErrStockBelowSold)
 		}
-		if err != nil {
+		if err != nil && changed != nil {
+			// Undone now if Redis answers; what is left is undone below.
 			if rerr := s.gate.RestoreStock(ctx, it.ID, changed); rerr != nil {
 				return errors.Join(err, rerr)
 			}
-			changed = nil
 		}
 		return err
 	})
 	if err != nil {
-		if changed != nil {
+		if hasNonZero(changed) {
 			s.undoBucketStock(ctx, it, n, changed)
 		}
 		return nil, nil, err
@@ -74,6 +74,15 @@ func (s *Service) undoBucketStock(ctx context.Context, it *stock.Item, n int64, 
 		s.soldOut.Forget(it.ID)
 		s.cfg.Logger.WarnContext(ctx, "gate buckets not set back after a failed stock change; reconcile the item", "item", it.ID, "err", err)
 	}
+}
+
+func hasNonZero(v []int64) bool {
+	for _, x := range v {
+		if x != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func sum(v []int64) int64 {

@@ -347,3 +347,50 @@ func TestBucketsRebuildAfterOneBucketLost(t *testing.T) {
 		}
 	})
 }
+
+// Stock changes racing each other and a stampede on an item of 4 buckets:
+// after each round the buckets' stock is the database's, and the sale
+// sells exactly the final stock.
+func TestBucketsStockChangesRaceOrders(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{}, nil)
+		it := createBucketed(t, s, 40, 4)
+		for round := 0; round < 10; round++ {
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for _, n := range []int64{int64(45 + round), int64(60 + round)} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					if _, _, err := s.SetStock(ctx, it.ID, n); err != nil && !errors.Is(err, stock.ErrStockBelowSold) {
+						t.Errorf("round %d: set stock %d: %v", round, n, err)
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				buyAll(t, s, it.ID, users(fmt.Sprintf("r%d-", round), 5))
+			}()
+			close(start)
+			wg.Wait()
+			db, err := s.store.Item(ctx, it.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := s.gate.ReadBuckets(ctx, it.ID, 4, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Stock != db.Stock || v.Taken != db.Sold {
+				t.Fatalf("round %d: buckets stock %d taken %d, database stock %d sold %d", round, v.Stock, v.Taken, db.Stock, db.Sold)
+			}
+		}
+		db, _ := s.store.Item(ctx, it.ID)
+		buyAll(t, s, it.ID, users("last", 100))
+		checkSold(t, s, it.ID, db.Stock)
+	})
+}
