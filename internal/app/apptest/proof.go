@@ -184,6 +184,9 @@ func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec
 		}
 	}
 	got := c.AdminItem(t, it.ID)
+	if got.Buckets != buckets {
+		t.Errorf("admin view: buckets %d, want %d", got.Buckets, buckets)
+	}
 	if got.Sold != want || got.Remaining != spec.Stock-want || got.Stock != spec.Stock {
 		t.Errorf("item after the stampede: got stock %d sold %d remaining %d, want %d %d %d",
 			got.Stock, got.Sold, got.Remaining, spec.Stock, want, spec.Stock-want)
