@@ -44,8 +44,12 @@ func HomeBucket(itemID int64, k int, userID string) Bucket {
 // ReleaseBucket is the bucket a cancelled order's unit goes back to. It is
 // chosen by the order id, so every release of one order (the request's,
 // the sweeper's retries, on any instance) checks one released set.
-func ReleaseBucket(itemID int64, k int, orderID string) Bucket {
-	return Bucket{Item: itemID, B: spread(orderID, k), K: max(1, k)}
+func ReleaseBucket(itemID int64, k int, orderID string) Bucket { return PickBucket(itemID, k, orderID) }
+
+// PickBucket is the bucket a name (an order id, an Idempotency-Key) picks
+// among an item's k: always the same, spread evenly.
+func PickBucket(itemID int64, k int, name string) Bucket {
+	return Bucket{Item: itemID, B: spread(name, k), K: max(1, k)}
 }
 
 // AllBuckets lists an item's k buckets.
@@ -140,6 +144,10 @@ func (k Keys) Bucket(bk Bucket) BucketKeys {
 	return BucketKeys{Meta: base + ":meta", Buyers: base + ":buyers", Released: base + ":released",
 		Out: base + ":moves:out", In: base + ":moves:in", base: base}
 }
+
+// Idem binds an Idempotency-Key of the item to a user and an order, in
+// this bucket (the shop picks the bucket by the key).
+func (b BucketKeys) Idem(key string) string { return b.base + ":idem:" + key }
 
 // void marks an attempt of this bucket that was handed back (see reserve.lua).
 func (b BucketKeys) void(orderID string) string { return b.base + ":void:" + orderID }

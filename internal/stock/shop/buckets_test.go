@@ -394,3 +394,30 @@ func TestBucketsStockChangesRaceOrders(t *testing.T) {
 		checkSold(t, s, it.ID, db.Stock)
 	})
 }
+
+// Idempotency-Keys on an item of 4 buckets: a replay answers the same
+// order; the key used by another user (whose home is another bucket) is a
+// conflict, and buys nothing.
+func TestBucketsIdempotencyKeys(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{}, nil)
+		it := createBucketed(t, s, 5, 4)
+		alice, bob := "alice", "bob"
+		for i := 0; gate.HomeBucket(it.ID, 4, bob) == gate.HomeBucket(it.ID, 4, alice); i++ {
+			bob = fmt.Sprintf("bob%d", i)
+		}
+		first, replayed, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: alice, IdempotencyKey: "k-1"})
+		if err != nil || replayed {
+			t.Fatalf("first: %v, replayed %v", err, replayed)
+		}
+		again, replayed, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: alice, IdempotencyKey: "k-1"})
+		if err != nil || !replayed || again.ID != first.ID {
+			t.Fatalf("replay: got %+v replayed %v err %v; want order %s replayed", again, replayed, err, first.ID)
+		}
+		if _, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: bob, IdempotencyKey: "k-1"}); !errors.Is(err, stock.ErrIdempotencyConflict) {
+			t.Fatalf("the key by another user: got %v, want ErrIdempotencyConflict", err)
+		}
+		checkSold(t, s, it.ID, 1)
+	})
+}

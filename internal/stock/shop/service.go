@@ -245,7 +245,7 @@ func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.Order
 	state := ""
 	if req.IdempotencyKey != "" {
 		var prevID string
-		if state, prevID, err = s.claim(ctx, req); err != nil {
+		if state, prevID, err = s.claim(ctx, it, req); err != nil {
 			return nil, false, err
 		}
 		if state == claimDone {
@@ -262,7 +262,7 @@ func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.Order
 	}
 	var committed func(*stock.Order)
 	if req.IdempotencyKey != "" {
-		committed = func(o *stock.Order) { s.settle(ctx, req, o.ID) }
+		committed = func(o *stock.Order) { s.settle(ctx, it, req, o.ID) }
 	}
 	gen := s.soldOut.Generation(it.ID)
 	if s.soldOut.SoldOut(it.ID) {
