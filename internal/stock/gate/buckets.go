@@ -139,11 +139,27 @@ type BucketKeys struct {
 
 // Bucket names bucket bk's keys. Bucket 0's are the item's keys of old
 // (Meta, Buyers, Released).
+// The names are made once per bucket: the order path formats none.
 func (k Keys) Bucket(bk Bucket) BucketKeys {
+	id := bucketKeysID{k.prefix, bk}
+	if v, ok := bucketKeys.Load(id); ok {
+		return *v.(*BucketKeys)
+	}
 	base := k.prefix + ":{" + bk.Tag() + "}"
-	return BucketKeys{Meta: base + ":meta", Buyers: base + ":buyers", Released: base + ":released",
+	bks := &BucketKeys{Meta: base + ":meta", Buyers: base + ":buyers", Released: base + ":released",
 		Out: base + ":moves:out", In: base + ":moves:in", base: base}
+	bucketKeys.Store(id, bks)
+	return *bks
 }
+
+type bucketKeysID struct {
+	prefix string
+	bk     Bucket
+}
+
+// bucketKeys caches BucketKeys; an entry is a few hundred bytes, one per
+// bucket of every item sold since the process started.
+var bucketKeys sync.Map // bucketKeysID -> *BucketKeys
 
 // Idem binds an Idempotency-Key of the item to a user and an order, in
 // this bucket (the shop picks the bucket by the key).
