@@ -168,8 +168,9 @@ func (g *luaBuyer) buildGate(ctx context.Context, id int64) error {
 // alone (what it held is not known without the others, which keep
 // selling), so the whole item is. It holds the item's row lock: no order
 // commits meanwhile (its UPDATE waits), and a concurrent rebuilder waits,
-// then finds every bucket there. Reservations in flight during the
-// rebuild are not counted (as after any Redis loss): the database's
+// then finds every bucket there. Reservations in flight in the surviving
+// buckets are kept and counted (gate.BuildBuckets); those the lost bucket
+// held are lost with it (as after any Redis loss): the database's
 // conditional UPDATE refuses any excess.
 func (g *luaBuyer) buildBuckets(ctx context.Context, id int64) error {
 	_, err, _ := g.building.Do(strconv.FormatInt(id, 10), func() (any, error) {
