@@ -130,10 +130,13 @@ func httpErr(op string, status int, body []byte) error {
 	return fmt.Errorf("%s: HTTP %d: %s", op, status, body)
 }
 
-func (c *client) createItem(ctx context.Context, name string, stock int, strategy string) (Item, error) {
+func (c *client) createItem(ctx context.Context, name string, stock int, strategy string, buckets int) (Item, error) {
 	req := map[string]any{"name": name, "stock": stock, "price_cents": 100}
 	if strategy != "" {
 		req["strategy"] = strategy
+	}
+	if buckets > 0 {
+		req["buckets"] = buckets
 	}
 	st, b, err := c.do(ctx, http.MethodPost, "/api/v1/admin/items", req, c.admin())
 	if err != nil {

@@ -332,7 +332,7 @@ func runStrategy(ctx context.Context, cfg Config, cl *client, strategy string, s
 	if label == "" {
 		label = "default"
 	}
-	item, err := cl.createItem(ctx, fmt.Sprintf("loadtest-%s-%s", cfg.RunID, label), cfg.Stock, strategy)
+	item, err := cl.createItem(ctx, fmt.Sprintf("loadtest-%s-%s", cfg.RunID, label), cfg.Stock, strategy, cfg.Buckets)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,8 @@ var Strategies = []string{"lua", "lock", "lua-async"}
 type ProofSpec struct {
 	Stock int64
 	Users int // each user sends two attempts, so 2*Users in all
+	// Buckets splits the item's stock over that many gate buckets (0: 1).
+	Buckets int
 }
 
 type attempt struct {
@@ -68,9 +70,10 @@ func ProofAcross(t *testing.T, cs []*Client, db *gorm.DB, strategy string, spec 
 		t.Fatal("ProofAcross: no client")
 	}
 	c := cs[0]
-	it := c.CreateItem(t, spec.Stock, strategy)
-	if it.Strategy != strategy {
-		t.Fatalf("item strategy: got %q, want %q", it.Strategy, strategy)
+	buckets := max(1, spec.Buckets)
+	it := c.CreateBucketedItem(t, spec.Stock, strategy, buckets)
+	if it.Strategy != strategy || it.Buckets != buckets {
+		t.Fatalf("item strategy, buckets: got %q %d, want %q %d", it.Strategy, it.Buckets, strategy, buckets)
 	}
 
 	attempts := make([]attempt, 0, 2*spec.Users)
@@ -202,7 +205,23 @@ func ProofAcross(t *testing.T, cs []*Client, db *gorm.DB, strategy string, spec 
 		t.Errorf("item row: sold %d, stock %d, %d orders; want sold == orders <= stock", row.Sold, row.Stock, len(orders))
 	}
 	for i, ci := range cs {
+		// Once the stampede is over, the item's own view agrees.
+		if r := ci.Must(t, "GET", "/api/v1/items/"+itoa(it.ID), nil, false, nil); r.Status == http.StatusOK {
+			var v struct{ Remaining int64 }
+			r.JSON(t, &v)
+			if v.Remaining != spec.Stock-want {
+				time.Sleep(300 * time.Millisecond) // the view may be up to 250 ms old
+				r = ci.Must(t, "GET", "/api/v1/items/"+itoa(it.ID), nil, false, nil)
+				r.JSON(t, &v)
+				if v.Remaining != spec.Stock-want {
+					t.Errorf("public view after the stampede, instance %d: remaining %d, want %d", i, v.Remaining, spec.Stock-want)
+				}
+			}
+		}
 		got := ci.AdminItem(t, it.ID)
+		if got.Buckets != buckets {
+			t.Errorf("admin view, instance %d: buckets %d, want %d", i, got.Buckets, buckets)
+		}
 		if got.Sold != want || got.Remaining != spec.Stock-want || got.Stock != spec.Stock {
 			t.Errorf("item after the stampede, as instance %d sees it: got stock %d sold %d remaining %d, want %d %d %d",
 				i, got.Stock, got.Sold, got.Remaining, spec.Stock, want, spec.Stock-want)

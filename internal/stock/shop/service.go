@@ -38,6 +38,9 @@ type Service struct {
 	soldOut gate.Memo
 	events  *gate.Events
 	views   itemViews
+	// bucketed lists the items with several buckets seen here (the
+	// sweeper finishes their moves).
+	bucketed bucketItems
 
 	sweeper   sync.WaitGroup
 	stopSweep context.CancelFunc
@@ -104,11 +107,14 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 	if in.Strategy == "" {
 		in.Strategy = s.cfg.DefaultStrategy
 	}
+	if in.Buckets == 0 {
+		in.Buckets = 1
+	}
 	if err := stock.ValidateNewItem(in); err != nil {
 		return nil, err
 	}
 	it := &stock.Item{Name: in.Name, PriceCents: in.PriceCents, Stock: in.Stock, Strategy: in.Strategy,
-		StartsAt: in.StartsAt, EndsAt: in.EndsAt}
+		Buckets: in.Buckets, StartsAt: in.StartsAt, EndsAt: in.EndsAt}
 	if err := s.store.CreateItem(ctx, it); err != nil {
 		return nil, err
 	}
@@ -118,6 +124,7 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
 	}
 	s.strategy(it.Strategy).created(it)
+	s.bucketed.add(it)
 	return it, nil
 }
 
@@ -153,9 +160,12 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 	}
 	strat := s.strategy(it.Strategy)
 	if strat.Gated() {
-		if err := s.ensureGate(ctx, strat, it.ID); err != nil {
+		if err := s.ensureGate(ctx, strat, it); err != nil {
 			return nil, nil, err
 		}
+	}
+	if it.Buckets > 1 {
+		return s.setStockBuckets(ctx, it, n)
 	}
 	touched := false
 	old, updated, err := s.store.SetStock(ctx, id, n, func(old *stock.Item) (err error) {
@@ -180,11 +190,11 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 
 // ensureGate rebuilds an item's gate if Redis lost it, the way its
 // strategy needs.
-func (s *Service) ensureGate(ctx context.Context, strat Strategy, id int64) error {
-	if built, err := s.gate.Exists(ctx, id); err != nil || built {
+func (s *Service) ensureGate(ctx context.Context, strat Strategy, it *stock.Item) error {
+	if built, err := s.gate.ExistsAll(ctx, it.ID, it.Buckets); err != nil || built {
 		return err
 	}
-	return strat.BuildGate(ctx, id)
+	return strat.BuildGate(ctx, it.ID)
 }
 
 // syncGateStock writes the database's stock to the item's gate, holding
@@ -235,7 +245,7 @@ func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.Order
 	state := ""
 	if req.IdempotencyKey != "" {
 		var prevID string
-		if state, prevID, err = s.claim(ctx, req); err != nil {
+		if state, prevID, err = s.claim(ctx, it, req); err != nil {
 			return nil, false, err
 		}
 		if state == claimDone {
@@ -252,7 +262,7 @@ func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.Order
 	}
 	var committed func(*stock.Order)
 	if req.IdempotencyKey != "" {
-		committed = func(o *stock.Order) { s.settle(ctx, req, o.ID) }
+		committed = func(o *stock.Order) { s.settle(ctx, it, req, o.ID) }
 	}
 	gen := s.soldOut.Generation(it.ID)
 	if s.soldOut.SoldOut(it.ID) {
@@ -313,6 +323,7 @@ func (s *Service) routing(ctx context.Context, id int64) (*stock.Item, error) {
 			return nil, err
 		}
 		s.items.Store(id, it)
+		s.bucketed.add(it)
 		return it, nil
 	})
 	if err != nil {
