@@ -134,7 +134,10 @@ type BucketKeys struct {
 	Released string // order ids whose unit came back to this bucket
 	Out      string // transfers out of this bucket not yet finished: id -> "to m unix-ms"
 	In       string // ids of the transfers this bucket received
-	base     string
+	// ClaimsMark: the claims of the Idempotency-Keys this bucket holds are
+	// whole (see Keys.ClaimsMark).
+	ClaimsMark string
+	base       string
 }
 
 // Bucket names bucket bk's keys. Bucket 0's are the item's keys of old
@@ -147,7 +150,7 @@ func (k Keys) Bucket(bk Bucket) BucketKeys {
 	}
 	base := k.prefix + ":{" + bk.Tag() + "}"
 	bks := &BucketKeys{Meta: base + ":meta", Buyers: base + ":buyers", Released: base + ":released",
-		Out: base + ":moves:out", In: base + ":moves:in", base: base}
+		Out: base + ":moves:out", In: base + ":moves:in", ClaimsMark: base + ":claims", base: base}
 	bucketKeys.Store(id, bks)
 	return *bks
 }

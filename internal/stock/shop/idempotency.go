@@ -63,20 +63,33 @@ func claimState(prev string, err error, userID string) (state, orderID string, _
 func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
 	var claim *redis.StatusCmd
 	var reserved *redis.BoolCmd
+	var marked *redis.IntCmd
 	err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
 		claim = p.SetArgs(ctx, s.idemKey(it, req.IdempotencyKey), req.UserID+"|",
 			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+		marked = p.Exists(ctx, s.claimsMark(it, req.IdempotencyKey))
 		if s.strategy(it.Strategy).reservesFirst() {
 			reserved = p.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
 		}
 	}, nil)
+	if err == nil {
+		err = marked.Err()
+	}
 	if err == nil && reserved != nil {
 		err = reserved.Err()
 	}
 	if err != nil {
 		return nil, false, gate.Error("claim idempotency key", err)
 	}
-	state, orderID, err := claimState(claim.Val(), claim.Err(), req.UserID)
+	prev, prevErr := claim.Val(), claim.Err()
+	if errors.Is(prevErr, redis.Nil) && marked.Val() == 0 {
+		// No claim, and Redis lost the claims: the database may have
+		// this key's order.
+		if prev, prevErr = s.recoverClaim(ctx, it, req); prevErr == nil && prev == "" {
+			prevErr = redis.Nil
+		}
+	}
+	state, orderID, err := claimState(prev, prevErr, req.UserID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -121,6 +134,7 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 		// trip asks both.
 		pipe := s.rdb.Pipeline()
 		claim := pipe.Get(ctx, s.idemKey(it, req.IdempotencyKey))
+		marked := pipe.Exists(ctx, s.claimsMark(it, req.IdempotencyKey))
 		var reserved *redis.BoolCmd
 		if s.strategy(it.Strategy).reservesFirst() {
 			reserved = pipe.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
@@ -128,7 +142,14 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil
 		}
-		if user, id, _ := strings.Cut(claim.Val(), "|"); user == req.UserID && id != "" {
+		prev := claim.Val()
+		if _, id, _ := strings.Cut(prev, "|"); id == "" && marked.Val() == 0 {
+			// Redis lost the claims: the database may have this key's order.
+			if p, err := s.recoverClaim(ctx, it, req); err == nil {
+				prev = p
+			}
+		}
+		if user, id, _ := strings.Cut(prev, "|"); user == req.UserID && id != "" {
 			if o, err := s.store.Order(ctx, id); err == nil {
 				return o
 			}

@@ -35,9 +35,11 @@ type Service struct {
 	// (strategy, sale window), so an order costs no database read to route.
 	items   sync.Map // int64 -> *Item
 	loading singleflight.Group
-	soldOut gate.Memo
-	events  *gate.Events
-	views   itemViews
+	// restoring shares one restore of an item's claims (restoreClaims).
+	restoring singleflight.Group
+	soldOut   gate.Memo
+	events    *gate.Events
+	views     itemViews
 	// bucketed lists the items with several buckets seen here (the
 	// sweeper finishes their moves).
 	bucketed bucketItems
@@ -122,6 +124,10 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 	// not be built now is built by the first order.
 	if err := s.lua.buildGate(ctx, it.ID); err != nil {
 		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
+	}
+	if err := s.markClaims(ctx, it); err != nil {
+		// The first sold-out replay without a claim restores and marks.
+		s.cfg.Logger.WarnContext(ctx, "idempotency claims not marked at creation", "item", it.ID, "err", err)
 	}
 	s.strategy(it.Strategy).created(it)
 	s.bucketed.add(it)
