@@ -70,7 +70,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		}
 	}()
 	var desc string
-	if a.rdb, a.miniRDB, desc, err = openRedis(ctx, cfg.RedisURL, cfg.RedisTimeout, log); err != nil {
+	if a.rdb, a.miniRDB, desc, err = openRedis(ctx, cfg.RedisMode, cfg.RedisURL, cfg.RedisTimeout, log); err != nil {
 		return nil, err
 	}
 	a.backends = append(a.backends, desc)

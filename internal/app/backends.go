@@ -2,19 +2,28 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/embedredis"
+	"github.com/seckill/seckill/internal/stock/gate"
 )
 
-// openRedis connects to RedisURL, or starts an embedded miniredis when it is
-// empty. Timeouts are short so an outage answers 503 within about a second.
-func openRedis(ctx context.Context, url string, timeout time.Duration, log *slog.Logger) (redis.UniversalClient, *embedredis.Server, string, error) {
+// openRedis connects to RedisURL (a Redis Cluster when mode is
+// RedisModeCluster), or starts an embedded miniredis when it is empty.
+// Timeouts are short so an outage answers 503 within about a second.
+func openRedis(ctx context.Context, mode, url string, timeout time.Duration, log *slog.Logger) (redis.UniversalClient, *embedredis.Server, string, error) {
+	if mode == RedisModeCluster {
+		return openCluster(ctx, url, timeout, log)
+	}
 	var embedded *embedredis.Server
 	if url == "" {
 		var err error
@@ -25,6 +34,9 @@ func openRedis(ctx context.Context, url string, timeout time.Duration, log *slog
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
+		if strings.Contains(url, "addr=") {
+			err = fmt.Errorf("%w (a cluster URL with addr= needs SECKILL_REDIS_MODE=cluster)", err)
+		}
 		return nil, nil, "", fmt.Errorf("SECKILL_REDIS_URL: %w", err)
 	}
 	if timeout == 0 {
@@ -33,17 +45,9 @@ func openRedis(ctx context.Context, url string, timeout time.Duration, log *slog
 			timeout = DefaultEmbeddedRedisTimeout
 		}
 	}
-	opt.DialTimeout = timeout
-	opt.ReadTimeout = timeout
-	opt.WriteTimeout = timeout
-	opt.PoolTimeout = 2 * timeout
-	opt.MaxRetries = 1 // the gate scripts are safe to rerun
-	// RESP2: the service uses no RESP3 feature, and with RESP3 go-redis
-	// peeks for push notifications before every command (measured: about
-	// 10% more orders a second without it).
-	opt.Protocol = 2
-	opt.PoolSize = 128
-	opt.MinIdleConns = 8
+	p := clientSettings(timeout)
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = p.dial, p.read, p.write, p.pool
+	opt.MaxRetries, opt.Protocol, opt.PoolSize, opt.MinIdleConns = p.maxRetries, p.protocol, p.poolSize, p.minIdle
 	rdb := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -55,7 +59,7 @@ func openRedis(ctx context.Context, url string, timeout time.Duration, log *slog
 		return nil, nil, "", fmt.Errorf("redis at %s does not answer: %w", opt.Addr, err)
 	}
 	if embedded == nil {
-		if err := checkEviction(pctx, rdb, log); err != nil {
+		if err := checkSingle(pctx, rdb, log); err != nil {
 			_ = rdb.Close()
 			return nil, nil, "", fmt.Errorf("redis at %s: %w", opt.Addr, err)
 		}
@@ -67,6 +71,115 @@ func openRedis(ctx context.Context, url string, timeout time.Duration, log *slog
 	return rdb, embedded, desc, nil
 }
 
+// clientParams are the connection settings of both modes (per node on a
+// Cluster).
+type clientParams struct {
+	dial, read, write, pool time.Duration
+	maxRetries, protocol    int
+	poolSize, minIdle       int
+}
+
+func clientSettings(timeout time.Duration) clientParams {
+	return clientParams{dial: timeout, read: timeout, write: timeout, pool: 2 * timeout,
+		maxRetries: 1, // the gate scripts are safe to rerun
+		// RESP2: the service uses no RESP3 feature, and with RESP3 go-redis
+		// peeks for push notifications before every command (measured: about
+		// 10% more orders a second without it).
+		protocol: 2,
+		poolSize: 128, minIdle: 8}
+}
+
+// openCluster connects to the Redis Cluster that url names (go-redis's
+// cluster URL: redis://host1:port1?addr=host2:port2), with the settings of
+// a single Redis applied to each node, and checks every master.
+func openCluster(ctx context.Context, url string, timeout time.Duration, log *slog.Logger) (redis.UniversalClient, *embedredis.Server, string, error) {
+	if url == "" {
+		return nil, nil, "", errors.New("SECKILL_REDIS_MODE=cluster needs SECKILL_REDIS_URL")
+	}
+	if err := checkClusterURL(url); err != nil {
+		return nil, nil, "", err
+	}
+	opt, _ := redis.ParseClusterURL(url) // checked above
+	if timeout == 0 {
+		timeout = DefaultRedisTimeout
+	}
+	p := clientSettings(timeout)
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = p.dial, p.read, p.write, p.pool
+	opt.MaxRetries, opt.Protocol, opt.PoolSize, opt.MinIdleConns = p.maxRetries, p.protocol, p.poolSize, p.minIdle
+	// go-redis learns a new slot map from MOVED or from this periodic
+	// reload (default a minute), not from a dead master's refused
+	// connections: after a failover the items of that master would answer
+	// 503 until the next reload. One CLUSTER SLOTS a second is cheap.
+	opt.ClusterStateReloadInterval = clusterStateReload
+	rdb := redis.NewClusterClient(opt)
+	seeds := strings.Join(opt.Addrs, ",")
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// A seed that is no Cluster node answers "cluster support disabled".
+	info, err := rdb.ClusterInfo(pctx).Result()
+	if err != nil {
+		_ = rdb.Close()
+		if strings.Contains(err.Error(), "cluster support disabled") {
+			return nil, nil, "", fmt.Errorf("redis at %s is not a Redis Cluster node (cluster support disabled): "+
+				"use SECKILL_REDIS_MODE=single for a single Redis", seeds)
+		}
+		return nil, nil, "", fmt.Errorf("redis cluster at %s does not answer: %w", seeds, err)
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		_ = rdb.Close()
+		return nil, nil, "", fmt.Errorf("redis cluster at %s is not ready (cluster_state is not ok): some slots have no master", seeds)
+	}
+	var masters []string
+	var mu sync.Mutex
+	err = gate.EachMaster(pctx, rdb, func(ctx context.Context, addr string, c redis.Cmdable) error {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("master %s does not answer: %w", addr, err)
+		}
+		if err := checkEviction(ctx, c, log.With("master", addr)); err != nil {
+			return fmt.Errorf("master %s: %w", addr, err)
+		}
+		mu.Lock()
+		masters = append(masters, addr)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, "", fmt.Errorf("redis cluster at %s: %w", seeds, err)
+	}
+	sort.Strings(masters)
+	return rdb, nil, fmt.Sprintf("redis cluster, %d masters: %s", len(masters), strings.Join(masters, ",")), nil
+}
+
+// clusterStateReload is how often a Redis Cluster client reloads the slot
+// map while it sends commands (see openCluster).
+const clusterStateReload = time.Second
+
+// checkClusterURL parses a cluster URL as openCluster will.
+func checkClusterURL(url string) error {
+	if !strings.HasPrefix(url, "redis://") && !strings.HasPrefix(url, "rediss://") {
+		return fmt.Errorf("SECKILL_REDIS_URL=%q: want redis://host1:port1?addr=host2:port2&addr=host3:port3 with SECKILL_REDIS_MODE=cluster", url)
+	}
+	if _, err := redis.ParseClusterURL(url); err != nil {
+		return fmt.Errorf("SECKILL_REDIS_URL: %w (want redis://host1:port1?addr=host2:port2&addr=host3:port3 with SECKILL_REDIS_MODE=cluster)", err)
+	}
+	if u, err := neturl.Parse(url); err == nil && u.Path != "" && u.Path != "/" && u.Path != "/0" {
+		return fmt.Errorf("SECKILL_REDIS_URL=%q: a Redis Cluster has database 0 only; drop %q", url, u.Path)
+	}
+	return nil
+}
+
+// checkSingle checks a single Redis: it must not evict (checkEviction), and
+// must not be a Cluster node, whose other slots would answer MOVED (503s)
+// for most items.
+func checkSingle(ctx context.Context, rdb *redis.Client, log *slog.Logger) error {
+	if info, err := rdb.Info(ctx, "cluster").Result(); err == nil && strings.Contains(info, "cluster_enabled:1") {
+		return errors.New("it is a Redis Cluster node: set SECKILL_REDIS_MODE=cluster and list the cluster's nodes in SECKILL_REDIS_URL " +
+			"(redis://host1:port1?addr=host2:port2)")
+	}
+	return checkEviction(ctx, rdb, log)
+}
+
 // checkEviction refuses a Redis that may evict any key when its memory is
 // full (maxmemory-policy allkeys-*): it could drop a lua-async stream, or a
 // gate's buyers, while the rest survives, and queued 202s would be lost
@@ -76,7 +189,9 @@ func openRedis(ctx context.Context, url string, timeout time.Duration, log *slog
 // degrade (a pending order not found by id, a replay answered as
 // already_purchased), nothing is lost, so it only warns. A Redis that
 // refuses CONFIG (managed services often do) gets a warning too.
-func checkEviction(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) error {
+//
+// On a Redis Cluster each master is checked (see openCluster).
+func checkEviction(ctx context.Context, rdb redis.Cmdable, log *slog.Logger) error {
 	res, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
 	policy := res["maxmemory-policy"]
 	if err != nil || policy == "" {

@@ -19,9 +19,15 @@ import (
 type Config struct {
 	// Addr is the listen address (SECKILL_ADDR). Default ":8080".
 	Addr string
-	// RedisURL is redis://host:port/db (SECKILL_REDIS_URL). Empty: an
+	// RedisURL is redis://host:port/db (SECKILL_REDIS_URL), or with
+	// RedisMode "cluster" go-redis's cluster URL,
+	// redis://host1:port1?addr=host2:port2&addr=host3:port3. Empty: an
 	// embedded in-process Redis (miniredis).
 	RedisURL string
+	// RedisMode is "single" (one Redis, or a primary behind one address)
+	// or "cluster" (a Redis Cluster; RedisURL names some of its nodes)
+	// (SECKILL_REDIS_MODE). Default "single".
+	RedisMode string
 	// MySQLDSN is a go-sql-driver DSN (SECKILL_MYSQL_DSN). Empty: an
 	// embedded pure-Go SQLite file at SQLitePath.
 	MySQLDSN string
@@ -181,8 +187,11 @@ func (c *Config) settings() []setting {
 	dur := shortDuration
 	return []setting{
 		{env: "SECKILL_ADDR", flag: "addr", help: "listen address", str: &c.Addr, def: DefaultAddr},
-		{env: "SECKILL_REDIS_URL", flag: "redis-url", help: "`redis://host:port/db`", str: &c.RedisURL,
+		{env: "SECKILL_REDIS_URL", flag: "redis-url", help: "`redis://host:port/db`; with `SECKILL_REDIS_MODE=cluster`, `redis://host1:port1?addr=host2:port2&addr=host3:port3`", str: &c.RedisURL,
 			doc: "empty: embedded in-process Redis (miniredis) on loopback, with a random password made at start"},
+		{env: "SECKILL_REDIS_MODE", flag: "redis-mode", help: "`single` (one Redis) or `cluster` (a Redis Cluster, whose nodes `SECKILL_REDIS_URL` names, " +
+			"some or all; not with the embedded Redis)",
+			str: &c.RedisMode, def: DefaultRedisMode},
 		{env: "SECKILL_MYSQL_DSN", flag: "mysql-dsn", help: "go-sql-driver DSN, e.g. `root@tcp(127.0.0.1:3306)/seckill?parseTime=true`", str: &c.MySQLDSN,
 			doc: "empty: embedded SQLite file"},
 		{env: "SECKILL_SQLITE_PATH", flag: "sqlite-path", help: "the embedded SQLite file", str: &c.SQLitePath, def: DefaultSQLitePath},
@@ -285,8 +294,20 @@ func (c *Config) Validate() error {
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		problems = append(problems, errors.New("SECKILL_ADMIN_TOKEN must be at least 16 characters"))
 	}
-	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
-		problems = append(problems, fmt.Errorf("SECKILL_REDIS_URL=%q: want redis://host:port/db", c.RedisURL))
+	switch c.RedisMode {
+	case "", RedisModeSingle:
+		if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
+			problems = append(problems, fmt.Errorf("SECKILL_REDIS_URL=%q: want redis://host:port/db", c.RedisURL))
+		}
+	case RedisModeCluster:
+		if c.RedisURL == "" {
+			problems = append(problems, errors.New("SECKILL_REDIS_MODE=cluster needs SECKILL_REDIS_URL naming the cluster's nodes, "+
+				"e.g. redis://127.0.0.1:7001?addr=127.0.0.1:7002&addr=127.0.0.1:7003: the embedded Redis is a single server"))
+		} else if err := checkClusterURL(c.RedisURL); err != nil {
+			problems = append(problems, err)
+		}
+	default:
+		problems = append(problems, fmt.Errorf("SECKILL_REDIS_MODE=%q: want single or cluster", c.RedisMode))
 	}
 	switch c.AsyncDurability {
 	case "", "memory":

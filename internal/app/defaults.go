@@ -18,6 +18,10 @@ const (
 	DefaultSQLitePath = "seckill.db"
 	DefaultStrategy   = string(shop.DefaultStrategy)
 	DefaultKeyPrefix  = gate.DefaultKeyPrefix
+	// The values of SECKILL_REDIS_MODE.
+	RedisModeSingle  = "single"
+	RedisModeCluster = "cluster"
+	DefaultRedisMode = RedisModeSingle
 	// DefaultRequestTimeout bounds each request's work; at most
 	// maxRequestTimeout, which keeps it under the server's write timeout.
 	DefaultRequestTimeout = shop.DefaultRequestTimeout

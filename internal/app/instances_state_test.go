@@ -396,7 +396,7 @@ func TestPeerResellsACancelledUnit(t *testing.T) {
 // and exactly the rest of the stock sells.
 func TestPeerSellsAfterGateLoss(t *testing.T) {
 	twoInstances(t, func(t *testing.T, b testenv.Backend, a, bb *apptest.Client) {
-		rdb := b.Redis(t)
+		rdb := b.Universal(t)
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
 				it := a.CreateItem(t, 40, strategy)

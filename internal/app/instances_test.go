@@ -8,13 +8,14 @@ import (
 )
 
 // sharedBackends are the backends the several-instance tests run on: every
-// instance of a test gets the same one (one database, one key prefix). A
-// Redis Cluster backend is one more line here.
+// instance of a test gets the same one (one database, one key prefix), on
+// a single Redis and on a Redis Cluster.
 var sharedBackends = []struct {
 	name string
 	open func(testing.TB) testenv.Backend
 }{
 	{"mariadb", testenv.Real},
+	{"cluster", testenv.Cluster},
 }
 
 // forEachShared runs fn as a subtest on each shared backend.

@@ -136,7 +136,7 @@ func TestAuditLog(t *testing.T) {
 // the burst; other users are untouched. The per-address limit counts every
 // user from one address.
 func TestRateLimits(t *testing.T) {
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		t.Run("user", func(t *testing.T) {
 			// Burst 3, then one a minute: nothing refills during the test.
 			_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.RateUser = "1/m:3" })

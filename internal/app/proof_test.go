@@ -9,10 +9,11 @@ import (
 )
 
 // TestConcurrencyProof: stock 100, 2,000 concurrent attempts from 1,000
-// users with repeats and replays, for every strategy on every backend, and
-// for a lua item whose stock is split over 3 and 8 gate buckets.
+// users with repeats and replays, for every strategy on every backend, the
+// Redis Cluster included, and for a lua item whose stock is split over 3
+// and 8 gate buckets.
 func TestConcurrencyProof(t *testing.T) {
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		db := b.DB(t)
 		for _, strategy := range apptest.Strategies {

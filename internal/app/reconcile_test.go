@@ -14,9 +14,13 @@ import (
 )
 
 // The admin endpoint and `seckill reconcile` report drift, repair it, and
-// refuse bad input.
+// refuse bad input; on a single Redis and on a Redis Cluster.
 func TestReconcileOverHTTPAndCLI(t *testing.T) {
-	b := testenv.Real(t)
+	t.Run("mariadb", func(t *testing.T) { reconcileOverHTTPAndCLI(t, testenv.Real(t)) })
+	t.Run("cluster", func(t *testing.T) { reconcileOverHTTPAndCLI(t, testenv.Cluster(t)) })
+}
+
+func reconcileOverHTTPAndCLI(t *testing.T, b testenv.Backend) {
 	_, c := apptest.Start(t, b)
 	it := c.CreateItem(t, 10, "lua-async")
 	if r, err := c.PlaceOrder(it.ID, "alice", ""); err != nil || r.Status != http.StatusAccepted {
@@ -43,7 +47,7 @@ func TestReconcileOverHTTPAndCLI(t *testing.T) {
 		t.Errorf("without the admin token: got %d, want 401", r.Status)
 	}
 
-	rdb := b.Redis(t)
+	rdb := b.Universal(t)
 	meta := b.KeyPrefix + ":{item:" + itoa(it.ID) + "}:meta"
 	damage := func() {
 		if err := rdb.HSet(context.Background(), meta, "taken", 9).Err(); err != nil {
@@ -54,7 +58,7 @@ func TestReconcileOverHTTPAndCLI(t *testing.T) {
 	cli := func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
 		code := app.Main(append([]string{"reconcile", "-item", itoa(it.ID)}, args...), env(map[string]string{
-			"SECKILL_REDIS_URL": b.RedisURL, "SECKILL_MYSQL_DSN": b.MySQLDSN, "SECKILL_KEY_PREFIX": b.KeyPrefix,
+			"SECKILL_REDIS_URL": b.RedisURL, "SECKILL_REDIS_MODE": b.RedisMode, "SECKILL_MYSQL_DSN": b.MySQLDSN, "SECKILL_KEY_PREFIX": b.KeyPrefix,
 			"SECKILL_ADMIN_TOKEN": apptest.Token, "SECKILL_LOG_LEVEL": "error"}), &out, &errb)
 		return code, out.String() + errb.String()
 	}

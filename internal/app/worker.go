@@ -108,17 +108,19 @@ type worker struct {
 // closeAll stops the writers, then closes the backends.
 func startWorker(ctx context.Context, cfg Config, log *slog.Logger, stdout io.Writer) (w *worker, closeAll func(), err error) {
 	var closers []func()
-	closeAll = func() {
+	closeOpened := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
+	// Not closeAll, which "return nil, nil, err" sets to nil before this
+	// runs.
 	defer func() {
 		if err != nil {
-			closeAll()
+			closeOpened()
 		}
 	}()
-	rdb, _, rdesc, err := openRedis(ctx, cfg.RedisURL, cfg.RedisTimeout, log)
+	rdb, _, rdesc, err := openRedis(ctx, cfg.RedisMode, cfg.RedisURL, cfg.RedisTimeout, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -164,5 +166,5 @@ func startWorker(ctx context.Context, cfg Config, log *slog.Logger, stdout io.Wr
 	for _, b := range []string{rdesc, ddesc} {
 		fmt.Fprintf(stdout, "  backend: %s\n", b)
 	}
-	return &worker{writers: writers, metrics: m}, closeAll, nil
+	return &worker{writers: writers, metrics: m}, closeOpened, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -48,12 +47,7 @@ func StartRedisServer(t testing.TB, args ...string) *RedisServer {
 		}
 		t.Skipf("redis-server not installed: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	port := freePort(t)
 	s := &RedisServer{t: t, bin: bin, port: port,
 		args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 			"--dir", t.TempDir(), "--daemonize", "no"}, args...)}
@@ -63,7 +57,7 @@ func StartRedisServer(t testing.TB, args ...string) *RedisServer {
 }
 
 // URL is the server's redis:// URL; it stays the same across restarts.
-func (s *RedisServer) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.port) }
+func (s *RedisServer) URL() string { return "redis://" + s.Addr() + "/0" }
 
 // Start starts the server (again) on its port and waits until it answers.
 // Without persistence it comes back empty.

@@ -1,7 +1,9 @@
 // Package testenv gives each test its own backends: an embedded pair
-// (miniredis and an SQLite file) and a real pair (a fresh MariaDB database
-// and a Redis key prefix of its own on the machine's Redis). Under CI=true a
-// missing real service fails the test; elsewhere it skips with the reason.
+// (miniredis and an SQLite file), a real pair (a fresh MariaDB database and
+// a Redis key prefix of its own on the machine's Redis) and a cluster pair
+// (the same on the local Redis Cluster of scripts/redis-cluster.sh). Under
+// CI=true a missing real service fails the test; elsewhere it skips with
+// the reason.
 package testenv
 
 import (
@@ -9,8 +11,12 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,9 +35,18 @@ type Backend struct {
 	MySQLDSN   string // empty: SQLitePath
 	SQLitePath string
 	KeyPrefix  string
+	// RedisMode is the service's SECKILL_REDIS_MODE for RedisURL: "" (a
+	// single Redis) or "cluster" (RedisURL is go-redis's cluster URL).
+	RedisMode string
 	// Mini is the embedded Redis, nil for the real one.
 	Mini *embedredis.Server
 }
+
+// ModeCluster is Backend.RedisMode on a Redis Cluster.
+const ModeCluster = "cluster"
+
+// IsCluster reports whether the backend's Redis is a Redis Cluster.
+func (b Backend) IsCluster() bool { return b.RedisMode == ModeCluster }
 
 // Defaults for the real services, overridable by environment.
 func mysqlBase() string {
@@ -48,6 +63,16 @@ func redisURL() string {
 	return "redis://127.0.0.1:6379/0"
 }
 
+// DefaultClusterURL is the cluster scripts/redis-cluster.sh starts.
+const DefaultClusterURL = "redis://127.0.0.1:7001?addr=127.0.0.1:7002&addr=127.0.0.1:7003"
+
+func clusterURL() string {
+	if v := os.Getenv("SECKILL_TEST_REDIS_CLUSTER_URL"); v != "" {
+		return v
+	}
+	return DefaultClusterURL
+}
+
 // InCI reports whether tests run in CI, where nothing may be skipped.
 func InCI() bool { return os.Getenv("CI") == "true" }
 
@@ -56,6 +81,15 @@ func ForEach(t *testing.T, fn func(t *testing.T, b Backend)) {
 	t.Helper()
 	t.Run("embedded", func(t *testing.T) { fn(t, Embedded(t)) })
 	t.Run("mariadb", func(t *testing.T) { fn(t, Real(t)) })
+}
+
+// ForEachWithCluster is ForEach, then "cluster": the real pair with the
+// local Redis Cluster for Redis (see Cluster). A test on it must reach
+// Redis through Backend.Universal, which routes each key to its master.
+func ForEachWithCluster(t *testing.T, fn func(t *testing.T, b Backend)) {
+	t.Helper()
+	ForEach(t, fn)
+	t.Run("cluster", func(t *testing.T) { fn(t, Cluster(t)) })
 }
 
 // Embedded starts a miniredis and names an SQLite file in a temp dir.
@@ -74,9 +108,22 @@ func Embedded(t testing.TB) Backend {
 // both when the test ends. It never flushes the shared Redis.
 func Real(t testing.TB) Backend {
 	t.Helper()
-	b, _ := openReal(t, func(what string, err error) {
+	b, _ := openReal(t, "", func(what string, err error) {
 		t.Helper()
 		t.Skipf("%s unavailable (set CI=true to make this fail): %v", what, err)
+	})
+	return b
+}
+
+// Cluster is Real on the local Redis Cluster (SECKILL_TEST_REDIS_CLUSTER_URL,
+// default DefaultClusterURL: start it with scripts/redis-cluster.sh start):
+// a fresh MariaDB database and a key prefix of its own, whose keys are
+// removed from every master when the test ends. Nothing is flushed.
+func Cluster(t testing.TB) Backend {
+	t.Helper()
+	b, _ := openReal(t, ModeCluster, func(what string, err error) {
+		t.Helper()
+		t.Skipf("%s unavailable (start it with scripts/redis-cluster.sh start; set CI=true to make this fail): %v", what, err)
 	})
 	return b
 }
@@ -88,7 +135,7 @@ func Real(t testing.TB) Backend {
 func All(t testing.TB) []Backend {
 	t.Helper()
 	all := []Backend{Embedded(t)}
-	if b, ok := openReal(t, func(what string, err error) {
+	if b, ok := openReal(t, "", func(what string, err error) {
 		t.Helper()
 		t.Logf("%s unavailable, only the embedded backend is used (set CI=true to make this fail): %v", what, err)
 	}); ok {
@@ -97,9 +144,9 @@ func All(t testing.TB) []Backend {
 	return all
 }
 
-// openReal is Real with what to do when a service is missing outside CI; ok is
-// false when unavailable returned.
-func openReal(t testing.TB, unavailable func(what string, err error)) (_ Backend, ok bool) {
+// openReal is Real (mode "") or Cluster (ModeCluster) with what to do when
+// a service is missing outside CI; ok is false when unavailable returned.
+func openReal(t testing.TB, mode string, unavailable func(what string, err error)) (_ Backend, ok bool) {
 	t.Helper()
 	missing := func(what string, err error) {
 		t.Helper()
@@ -111,14 +158,21 @@ func openReal(t testing.TB, unavailable func(what string, err error)) (_ Backend
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
-	opt, err := redis.ParseURL(redisURL())
-	if err != nil {
-		t.Fatalf("SECKILL_TEST_REDIS_URL: %v", err)
+	url, name := redisURL(), "mariadb"
+	if mode == ModeCluster {
+		url, name = clusterURL(), "cluster"
 	}
-	rdb := redis.NewClient(opt)
-	if err := rdb.Ping(ctx).Err(); err != nil {
+	rdb, err := openUniversal(mode, url)
+	if err != nil {
+		t.Fatalf("test Redis URL %q: %v", url, err)
+	}
+	if err := redisAnswers(ctx, rdb); err != nil {
 		_ = rdb.Close()
-		missing("Redis at "+opt.Addr, err)
+		what := "Redis at " + url
+		if mode == ModeCluster {
+			what = "Redis Cluster at " + url
+		}
+		missing(what, err)
 		return Backend{}, false
 	}
 	prefix := "seckilltest-" + Suffix()
@@ -142,33 +196,112 @@ func openReal(t testing.TB, unavailable func(what string, err error)) (_ Backend
 		missing("MariaDB at "+base.Addr, err)
 		return Backend{}, false
 	}
-	name := "seckill_t_" + Suffix()
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
+	dbName := "seckill_t_" + Suffix()
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+dbName+"`"); err != nil {
+		t.Fatalf("create database %s: %v", dbName, err)
 	}
 	t.Cleanup(func() {
 		defer admin.Close()
-		if _, err := admin.Exec("DROP DATABASE IF EXISTS `" + name + "`"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
+		if _, err := admin.Exec("DROP DATABASE IF EXISTS `" + dbName + "`"); err != nil {
+			t.Errorf("drop database %s: %v", dbName, err)
 		}
 	})
 	dsn := *base
-	dsn.DBName = name
+	dsn.DBName = dbName
 	dsn.ParseTime = true
-	return Backend{Name: "mariadb", RedisURL: redisURL(), MySQLDSN: dsn.FormatDSN(), KeyPrefix: prefix}, true
+	return Backend{Name: name, RedisURL: url, RedisMode: mode, MySQLDSN: dsn.FormatDSN(), KeyPrefix: prefix}, true
 }
 
-// DeleteKeys removes the keys matching pattern, and only those.
-func DeleteKeys(t testing.TB, rdb *redis.Client, pattern string) {
+// openUniversal is a client of url: a ClusterClient in ModeCluster.
+func openUniversal(mode, url string) (redis.UniversalClient, error) {
+	if mode == ModeCluster {
+		opt, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, err
+		}
+		opt.ClusterStateReloadInterval = time.Second // as the service: see TestStartClusterWithReplicas
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewClient(opt), nil
+}
+
+// redisAnswers pings rdb: every master, and a cluster must be whole
+// (cluster_state:ok), or a test would fail half its keys.
+func redisAnswers(ctx context.Context, rdb redis.UniversalClient) error {
+	c, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return rdb.Ping(ctx).Err()
+	}
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return errors.New("cluster_state is not ok")
+	}
+	return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+}
+
+// DeleteKeys removes the keys matching pattern, and only those: on a
+// Redis Cluster, from every master (SCAN sees one node's keys only).
+func DeleteKeys(t testing.TB, rdb redis.UniversalClient, pattern string) {
 	t.Helper()
 	ctx := context.Background()
-	iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
-	for iter.Next(ctx) {
-		rdb.Del(ctx, iter.Val())
+	del := func(ctx context.Context, node redis.Cmdable) error {
+		iter := node.Scan(ctx, 0, pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			// One key a DEL: keys of several slots in one DEL are CROSSSLOT.
+			node.Del(ctx, iter.Val())
+		}
+		return iter.Err()
 	}
-	if err := iter.Err(); err != nil {
+	var err error
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return del(ctx, m) })
+	} else {
+		err = del(ctx, rdb)
+	}
+	if err != nil {
 		t.Logf("clean redis keys %s: %v", pattern, err)
 	}
+}
+
+// Keys lists the keys matching pattern (KeysOf), failing the test on an
+// error.
+func Keys(t testing.TB, rdb redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	keys, err := KeysOf(context.Background(), rdb, pattern)
+	if err != nil {
+		t.Fatalf("redis keys %s: %v", pattern, err)
+	}
+	return keys
+}
+
+// KeysOf lists the keys matching pattern: on a Redis Cluster, every
+// master's (KEYS and SCAN see one node's keys only). For tests' small
+// key sets; it may run off the test's goroutine.
+func KeysOf(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	var mu sync.Mutex
+	var all []string
+	scan := func(ctx context.Context, node redis.Cmdable) error {
+		keys, err := node.Keys(ctx, pattern).Result()
+		mu.Lock()
+		all = append(all, keys...)
+		mu.Unlock()
+		return err
+	}
+	var err error
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		err = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	} else {
+		err = scan(ctx, rdb)
+	}
+	sort.Strings(all)
+	return all, err
 }
 
 // Suffix is a short random name part.
@@ -194,14 +327,30 @@ func (b Backend) DB(t testing.TB) *gorm.DB {
 	return db
 }
 
-// Redis opens a client to the backend's Redis.
+// Redis opens a client to the backend's Redis. A cluster backend has no
+// single client: use Universal.
 func (b Backend) Redis(t testing.TB) *redis.Client {
 	t.Helper()
+	if b.IsCluster() {
+		t.Fatalf("backend %s is a Redis Cluster: use Backend.Universal", b.Name)
+	}
 	opt, err := redis.ParseURL(b.RedisURL)
 	if err != nil {
 		t.Fatalf("redis url: %v", err)
 	}
 	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// Universal opens a client to the backend's Redis that works on every
+// backend: a ClusterClient on a Redis Cluster, a Client otherwise.
+func (b Backend) Universal(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	rdb, err := openUniversal(b.RedisMode, b.RedisURL)
+	if err != nil {
+		t.Fatalf("redis url: %v", err)
+	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }

@@ -33,7 +33,7 @@ func Start(t testing.TB, b testenv.Backend, edit ...func(*app.Config)) (*app.App
 // StartLogged is Start with the service logging to log.
 func StartLogged(t testing.TB, b testenv.Backend, log *slog.Logger, edit ...func(*app.Config)) (*app.App, *Client) {
 	t.Helper()
-	cfg := app.Config{RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN, SQLitePath: b.SQLitePath,
+	cfg := app.Config{RedisURL: b.RedisURL, RedisMode: b.RedisMode, MySQLDSN: b.MySQLDSN, SQLitePath: b.SQLitePath,
 		KeyPrefix: b.KeyPrefix, AdminToken: Token}
 	// -race slows every client call 5-10x on a 2-core machine; the proofs
 	// are about correctness, so calls get room. Outage tests set their own.

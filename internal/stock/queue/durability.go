@@ -31,16 +31,19 @@ const (
 // errNotFsyncing is the refusal while Redis does not fsync every write.
 var errNotFsyncing = errors.New("redis does not fsync every write (appendonly yes, appendfsync always), which SECKILL_ASYNC_DURABILITY=fsync requires")
 
-// CheckFsync reads Redis's persistence settings.
+// CheckFsync reads Redis's persistence settings: every master's, on a
+// Redis Cluster, since each keeps its own slots' queues.
 func CheckFsync(ctx context.Context, rdb redis.UniversalClient) error {
-	cfg, err := rdb.ConfigGet(ctx, "append*").Result()
-	if err != nil {
-		return gate.Error("CONFIG GET append*", err)
-	}
-	if cfg["appendonly"] != "yes" || cfg["appendfsync"] != "always" {
-		return fmt.Errorf("%w: it has appendonly %q, appendfsync %q", errNotFsyncing, cfg["appendonly"], cfg["appendfsync"])
-	}
-	return nil
+	return gate.EachMaster(ctx, rdb, func(ctx context.Context, addr string, c redis.Cmdable) error {
+		cfg, err := c.ConfigGet(ctx, "append*").Result()
+		if err != nil {
+			return gate.Error("CONFIG GET append* on "+addr, err)
+		}
+		if cfg["appendonly"] != "yes" || cfg["appendfsync"] != "always" {
+			return fmt.Errorf("%w: %s has appendonly %q, appendfsync %q", errNotFsyncing, addr, cfg["appendonly"], cfg["appendfsync"])
+		}
+		return nil
+	})
 }
 
 // fsyncWatch keeps knowing whether Redis fsyncs every write.

@@ -48,15 +48,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // sells out, the other refuses the item without a round trip; a stock raise
 // through one, or a cancellation through the other, reopens the item on
 // both, long before the memo's safety expiry (set to a minute here, so only
-// the events can do it).
+// the events can do it). On a Redis Cluster too, where the events channel
+// reaches every node's subscribers.
 func TestSoldOutSharedBetweenInstances(t *testing.T) {
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock} {
 			t.Run(string(strategy), func(t *testing.T) {
 				ctx := context.Background()
 				a := newTestService(t, b, Config{}, nil)
 				counter := &commandCounter{}
-				rdbB := b.Redis(t)
+				rdbB := b.Universal(t)
 				rdbB.AddHook(counter)
 				bs := newTestService(t, b, Config{}, rdbB)
 				for _, s := range []*Service{a, bs} {

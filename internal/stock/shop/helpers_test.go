@@ -39,16 +39,16 @@ func (w testLog) Write(p []byte) (int, error) {
 // newTestService starts a Service on b, without the sweeper or lua-async
 // writers unless cfg asks for them, with its own database handle and Redis
 // client (rdb, when given, is used instead). Close runs at cleanup.
-func newTestService(t *testing.T, b testenv.Backend, cfg Config, rdb *redis.Client) *Service {
+func newTestService(t *testing.T, b testenv.Backend, cfg Config, rdb redis.UniversalClient) *Service {
 	t.Helper()
 	return newTestServiceOn(t, b, newTestStore(t, b, nil), cfg, rdb)
 }
 
 // newTestServiceOn is newTestService on st.
-func newTestServiceOn(t *testing.T, b testenv.Backend, st *store.Store, cfg Config, rdb *redis.Client) *Service {
+func newTestServiceOn(t *testing.T, b testenv.Backend, st *store.Store, cfg Config, rdb redis.UniversalClient) *Service {
 	t.Helper()
 	if rdb == nil {
-		rdb = b.Redis(t)
+		rdb = b.Universal(t)
 	}
 	cfg.KeyPrefix = b.KeyPrefix
 	if cfg.SweepInterval == 0 {

@@ -340,8 +340,15 @@ func (s *Service) routing(ctx context.Context, id int64) (*stock.Item, error) {
 
 // Ready reports whether Redis and the database both answer.
 func (s *Service) Ready(ctx context.Context) error {
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
-		return gate.Error("ping", err)
+	// Every master of a Redis Cluster: each holds some items' gates.
+	err := gate.EachMaster(ctx, s.rdb, func(ctx context.Context, addr string, c redis.Cmdable) error {
+		if err := c.Ping(ctx).Err(); err != nil {
+			return gate.Error("ping "+addr, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return s.store.Ping(ctx)
 }
