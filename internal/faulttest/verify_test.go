@@ -296,17 +296,20 @@ func checkGate(t *testing.T, rdb *redis.Client, k keys, st dbState) {
 	p.report()
 }
 
-// countMarkers counts the pending-order markers left under the prefix.
+// countMarkers counts the queued-order markers and their indexes left
+// under the prefix.
 func countMarkers(t *testing.T, rdb *redis.Client, prefix string) int {
 	t.Helper()
 	ctx := context.Background()
 	n := 0
-	iter := rdb.Scan(ctx, 0, prefix+":order:*", 1000).Iterator()
-	for iter.Next(ctx) {
-		n++
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatalf("scan markers: %v", err)
+	for _, pattern := range []string{prefix + ":order:*", prefix + ":{item:*}:queued:*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			n++
+		}
+		if err := iter.Err(); err != nil {
+			t.Fatalf("scan markers: %v", err)
+		}
 	}
 	return n
 }

@@ -49,10 +49,18 @@ func (k Keys) Stream(id int64) string { return k.Item(id) + ":orders" }
 // Dead is the item's dead-letter stream.
 func (k Keys) Dead(id int64) string { return k.Item(id) + ":dead" }
 
-// QueuedOrder marks a lua-async order that is queued but not yet in the
-// database, so it can be found by id alone. It lives outside the item's
-// slot: lua-async needs one Redis (a primary), not a Cluster.
-func (k Keys) QueuedOrder(orderID string) string { return k.prefix + ":order:" + orderID }
+// Queued marks a lua-async order that is queued but not yet in the
+// database ("user|unix ms"). It is in the item's slot, so the enqueue
+// script writes it with the rest, atomically, on a Redis Cluster too.
+func (k Keys) Queued(id int64, orderID string) string { return k.Item(id) + ":queued:" + orderID }
+
+// OrderIndex names the item of a queued order, so the order can be found by
+// id alone. It lies outside every item's slot, so no script writes it: it
+// is written after the enqueue script admitted the order, and read only as
+// a pointer to the item's Queued marker, which is the truth. An index left
+// behind (the order written since, or never admitted) points at no marker
+// and means nothing.
+func (k Keys) OrderIndex(orderID string) string { return k.prefix + ":order:" + orderID }
 
 // Released is the set of order ids whose unit the gate has taken back.
 func (k Keys) Released(id int64) string { return k.Item(id) + ":released" }

@@ -34,6 +34,9 @@ type Writers struct {
 	keys  gate.Keys
 	log   *slog.Logger
 	name  string // consumer name base: host, pid and a random part
+	// oneStreamPerRead: on a Redis Cluster one XREADGROUP may name only
+	// streams of one slot, and every item's stream has a slot of its own.
+	oneStreamPerRead bool
 
 	mu         sync.Mutex
 	items      []int64
@@ -64,6 +67,7 @@ func StartWriters(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, cf
 	w := &Writers{cfg: cfg, store: st, rdb: rdb, keys: keys, log: log,
 		name:    fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3)),
 		grouped: map[int64]bool{}, stop: make(chan struct{}), hbStop: make(chan struct{})}
+	_, w.oneStreamPerRead = rdb.(*redis.ClusterClient)
 	w.start()
 	return w, nil
 }
@@ -200,24 +204,14 @@ func (w *Writers) writer(consumer string) {
 	defer w.wg.Done()
 	ctx := context.Background()
 	wait := newBackoff()
+	idle := &idleWait{max: w.cfg.Block}
 	for !w.stopped() {
 		items := w.active(ctx)
 		if len(items) == 0 {
 			w.sleep(w.cfg.Block)
 			continue
 		}
-		streams := make([]string, 0, 2*len(items))
-		byStream := make(map[string]int64, len(items))
-		for _, id := range items {
-			s := w.keys.Stream(id)
-			streams = append(streams, s)
-			byStream[s] = id
-		}
-		for range items {
-			streams = append(streams, ">")
-		}
-		res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer,
-			Streams: streams, Count: int64(w.cfg.Batch), Block: w.cfg.Block}).Result()
+		res, err := w.read(ctx, consumer, items, idle)
 		switch {
 		case errors.Is(err, redis.Nil):
 			continue
@@ -234,12 +228,89 @@ func (w *Writers) writer(consumer string) {
 		}
 		wait.reset()
 		for _, st := range res {
-			if id, ok := byStream[st.Stream]; ok && len(st.Messages) > 0 {
-				w.handle(consumer, id, st.Messages)
+			if len(st.msgs) > 0 {
+				w.handle(consumer, st.item, st.msgs)
 			}
 		}
 	}
 }
+
+// itemStream is what one read got from an item's stream.
+type itemStream struct {
+	item int64
+	msgs []redis.XMessage
+}
+
+// read takes new entries of the items' streams for consumer: one blocking
+// XREADGROUP over every stream, or, on a Redis Cluster with several items,
+// one XREADGROUP per stream in a pipeline, without blocking (a blocking
+// read of one would starve the others); when all are empty it waits a
+// little, longer the longer they stay empty, up to the block time.
+// redis.Nil when there was nothing.
+func (w *Writers) read(ctx context.Context, consumer string, items []int64, idle *idleWait) ([]itemStream, error) {
+	if !w.oneStreamPerRead || len(items) == 1 {
+		streams := make([]string, 0, 2*len(items))
+		byStream := make(map[string]int64, len(items))
+		for _, id := range items {
+			s := w.keys.Stream(id)
+			streams = append(streams, s)
+			byStream[s] = id
+		}
+		for range items {
+			streams = append(streams, ">")
+		}
+		res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer,
+			Streams: streams, Count: int64(w.cfg.Batch), Block: w.cfg.Block}).Result()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]itemStream, 0, len(res))
+		for _, st := range res {
+			if id, ok := byStream[st.Stream]; ok {
+				out = append(out, itemStream{item: id, msgs: st.Messages})
+			}
+		}
+		return out, nil
+	}
+	cmds := make([]*redis.XStreamSliceCmd, len(items))
+	_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range items {
+			cmds[i] = p.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer,
+				Streams: []string{w.keys.Stream(id), ">"}, Count: int64(w.cfg.Batch), Block: -1})
+		}
+		return nil
+	}) // each command carries its own error
+	var out []itemStream
+	for i, cmd := range cmds {
+		res, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range res {
+			out = append(out, itemStream{item: items[i], msgs: st.Messages})
+		}
+	}
+	if len(out) == 0 {
+		w.sleep(idle.next())
+		return nil, redis.Nil
+	}
+	idle.reset()
+	return out, nil
+}
+
+// idleWait is how long a writer polling streams one by one waits when all
+// were empty: from 5ms, doubling, up to max.
+type idleWait struct{ d, max time.Duration }
+
+func (i *idleWait) next() time.Duration {
+	i.d = min(max(2*i.d, 5*time.Millisecond), i.max)
+	return i.d
+}
+
+func (i *idleWait) reset() { i.d = 0 }
 
 // handle persists entries delivered to consumer; malformed ones go to the
 // dead-letter stream at once.
@@ -340,17 +411,17 @@ func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) 
 	}
 }
 
-// ack acknowledges and deletes persisted entries and drops their pending
-// markers, in one MULTI. Only entries this writer just persisted are
-// deleted: nothing unacknowledged is ever trimmed. If Redis is out it keeps
-// trying until stopped; an entry left behind is delivered again and found
-// done.
+// ack acknowledges and deletes persisted entries and drops their queued
+// markers, in one MULTI (all in the item's slot), then the markers'
+// indexes. Only entries this writer just persisted are deleted: nothing
+// unacknowledged is ever trimmed. If Redis is out it keeps trying until
+// stopped; an entry left behind is delivered again and found done.
 func (w *Writers) ack(itemID int64, batch []*store.Queued) {
 	ids := make([]string, len(batch))
 	markers := make([]string, len(batch))
 	for i, q := range batch {
 		ids[i] = q.Entry
-		markers[i] = w.keys.QueuedOrder(q.ID)
+		markers[i] = w.keys.Queued(itemID, q.ID)
 	}
 	stream := w.keys.Stream(itemID)
 	wait := newBackoff()
@@ -364,7 +435,7 @@ func (w *Writers) ack(itemID int64, batch []*store.Queued) {
 		})
 		cancel()
 		if err == nil {
-			return
+			break
 		}
 		if wait.n == 0 {
 			w.log.Warn("lua-async writers: persisted entries not acknowledged yet; retrying", "item", itemID, "err", err)
@@ -372,5 +443,23 @@ func (w *Writers) ack(itemID int64, batch []*store.Queued) {
 		if !w.sleep(wait.next()) {
 			return
 		}
+	}
+	w.dropIndexes(batch)
+}
+
+// dropIndexes deletes the orders' indexes (Keys.OrderIndex), one DEL each:
+// they lie in as many slots as there are orders. Best effort: an index
+// left behind points at no marker and expires.
+func (w *Writers) dropIndexes(batch []*store.Queued) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, q := range batch {
+			p.Del(ctx, w.keys.OrderIndex(q.ID))
+		}
+		return nil
+	})
+	if err != nil {
+		w.log.Debug("lua-async writers: order indexes not dropped; they expire", "orders", len(batch), "err", err)
 	}
 }

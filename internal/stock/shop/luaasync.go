@@ -33,7 +33,7 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 	var dup *gate.DupError
 	switch {
 	case err == nil && replayOf != "":
-		return s.replayAsync(ctx, replayOf)
+		return s.replayAsync(ctx, it.ID, replayOf)
 	case err == nil:
 		return o, false, nil
 	case errors.As(err, &dup) && req.IdempotencyKey != "":
@@ -73,14 +73,14 @@ func (s *Service) soldOutAsync(ctx context.Context, it *stock.Item, req stock.Or
 	case orderID == "":
 		return nil, false, stock.ErrSoldOut
 	}
-	return s.replayAsync(ctx, orderID)
+	return s.replayAsync(ctx, it.ID, orderID)
 }
 
 // replayAsync answers a request whose Idempotency-Key names the lua-async
 // order orderID. An order that failed is answered with its failure, as an
 // error: a 2xx would promise an order the database refused.
-func (s *Service) replayAsync(ctx context.Context, orderID string) (*stock.Order, bool, error) {
-	o, err := s.findOrder(ctx, orderID)
+func (s *Service) replayAsync(ctx context.Context, itemID int64, orderID string) (*stock.Order, bool, error) {
+	o, err := s.findOrderOf(ctx, itemID, orderID)
 	if err != nil {
 		return nil, false, fmt.Errorf("order %s of this Idempotency-Key: %w", orderID, err)
 	}
@@ -106,11 +106,23 @@ func failedOrderError(o *stock.Order) error {
 // or recorded as failed. The pending marker is read between two database
 // reads, so an order written meanwhile is never reported missing.
 func (s *Service) findOrder(ctx context.Context, id string) (*stock.Order, error) {
+	return s.findOrderOf(ctx, 0, id)
+}
+
+// findOrderOf is findOrder for an order known to be of item itemID (0:
+// not known), whose queued marker is then read without its index.
+func (s *Service) findOrderOf(ctx context.Context, itemID int64, id string) (*stock.Order, error) {
 	o, err := s.store.Order(ctx, id)
 	if !errors.Is(err, stock.ErrNotFound) {
 		return o, err
 	}
-	if o, err := s.queue.QueuedOrder(ctx, id); err == nil || !errors.Is(err, stock.ErrNotFound) {
+	queued := s.queue.QueuedOrder
+	if itemID != 0 {
+		queued = func(ctx context.Context, id string) (*stock.Order, error) {
+			return s.queue.QueuedOrderOf(ctx, itemID, id)
+		}
+	}
+	if o, err := queued(ctx, id); err == nil || !errors.Is(err, stock.ErrNotFound) {
 		return o, err
 	}
 	if o, err := s.store.Order(ctx, id); !errors.Is(err, stock.ErrNotFound) {

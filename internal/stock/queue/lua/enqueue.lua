@@ -11,15 +11,14 @@ local meta = KEYS[1]    -- stock, taken, starts, ends, soldout, epoch (the queue
                         -- each entry carries, see migrations/*/00004)
 local buyers = KEYS[2]  -- user id -> order id
 local stream = KEYS[3]  -- the item's order stream
-local marker = KEYS[4]  -- the queued order's marker (found by order id until written)
+local marker = KEYS[4]  -- the queued order's marker, in the item's slot (see Keys.Queued)
 local idem = KEYS[5]    -- optional: the Idempotency-Key, "user|order id"
 local user = ARGV[1]
 local order = ARGV[2]   -- made before the script, so a rerun after a lost reply finds its own order
 local now = ARGV[3]     -- unix ms
-local item = ARGV[4]
-local key = ARGV[5]     -- '' = none
-local idem_ttl = ARGV[6]   -- seconds
-local marker_ttl = ARGV[7] -- seconds
+local key = ARGV[4]     -- '' = none
+local idem_ttl = ARGV[5]   -- seconds
+local marker_ttl = ARGV[6] -- seconds
 
 if idem then
   local held = redis.call('GET', idem)
@@ -54,7 +53,7 @@ end
 redis.call('HINCRBY', meta, 'taken', 1)
 redis.call('HSET', buyers, user, order)
 redis.call('XADD', stream, '*', 'o', order, 'u', user, 'k', key, 't', now, 'e', m[6] or '0')
-redis.call('SET', marker, item .. '|' .. user .. '|' .. now, 'EX', marker_ttl)
+redis.call('SET', marker, user .. '|' .. now, 'EX', marker_ttl)
 if idem then
   redis.call('SET', idem, user .. '|' .. order, 'EX', idem_ttl)
 end
