@@ -89,6 +89,9 @@ func clientSettings(timeout time.Duration) clientParams {
 		poolSize: 128, minIdle: 8}
 }
 
+// clusterStateReload is how often a Cluster client re-reads the slot map.
+const clusterStateReload = time.Second
+
 // openCluster connects to the Redis Cluster that url names (go-redis's
 // cluster URL: redis://host1:port1?addr=host2:port2), with the settings of
 // a single Redis applied to each node, and checks every master.
@@ -106,6 +109,12 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	p := clientSettings(timeout)
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = p.dial, p.read, p.write, p.pool
 	opt.MaxRetries, opt.Protocol, opt.PoolSize, opt.MinIdleConns = p.maxRetries, p.protocol, p.poolSize, p.minIdle
+	// go-redis learns a new slot map from a MOVED reply, or every
+	// ClusterStateReloadInterval (60s by default). A dead master answers
+	// nothing, so after its replica is promoted the client would keep
+	// sending its slots to the dead address for up to a minute: a minute
+	// of 503s for every item there. One CLUSTER SLOTS a second is cheap.
+	opt.ClusterStateReloadInterval = clusterStateReload
 	rdb := redis.NewClusterClient(opt)
 	seeds := strings.Join(opt.Addrs, ",")
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -50,7 +50,7 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, extra ...string)
 		// may lie past 65535 for a port the kernel hands out.
 		args := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(freePort(t)),
-			"--appendonly", "no"}, extra...)
+			"--appendonly", "no", "--repl-diskless-sync-delay", "0"}, extra...)
 		s := StartRedisServer(t, args...)
 		c.Nodes = append(c.Nodes, s)
 		addrs = append(addrs, s.Addr())
@@ -61,7 +61,51 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, extra ...string)
 		t.Fatalf("redis-cli --cluster create: %v: %s", err, out)
 	}
 	c.AwaitOK(15 * time.Second)
+	// A replica that has not finished its first sync is not promoted
+	// when its master dies: a test that kills one needs them in sync.
+	deadline := time.Now().Add(15 * time.Second)
+	for _, s := range c.Nodes {
+		for s.replication("role") == "slave" && s.replication("master_link_status") != "up" {
+			if time.Now().After(deadline) {
+				t.Fatalf("private redis cluster: replica %s not in sync after 15s", s.Addr())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	return c
+}
+
+// ReplicaOf is a running replica of the master at addr, or nil.
+func (c *RedisCluster) ReplicaOf(addr string) *RedisServer {
+	for _, s := range c.Nodes {
+		if s.Running() && s.replication("role") == "slave" &&
+			"127.0.0.1:"+s.replication("master_port") == addr {
+			return s
+		}
+	}
+	return nil
+}
+
+// Role is the server's replication role: "master", "slave", or the error
+// reading it.
+func (s *RedisServer) Role() string { return s.replication("role") }
+
+// replication is one field of the server's INFO replication.
+func (s *RedisServer) replication(field string) string {
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		return err.Error()
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // URL is the cluster's go-redis cluster URL, naming every node:
