@@ -88,14 +88,19 @@ start() {
     fi
   done
   mkdir -p "$dir" || die "cannot create $dir"
+  # With no node up, start fresh: a nodes.conf left from an earlier run
+  # remembers peers that are gone. With some up, a node that is down
+  # restarts with its nodes.conf and rejoins with its slots (empty).
+  local fresh=1
+  for p in $(ports); do
+    if answers "$p"; then fresh=0; fi
+  done
   for p in $(ports); do
     if answers "$p"; then
-      continue # a node of ours from an unfinished start, or a stranger (checked below)
+      continue
     fi
     mkdir -p "$dir/$p"
-    # A node left from an earlier run remembers a cluster in nodes.conf
-    # whose peers may be gone: start each node fresh.
-    rm -f "$dir/$p/nodes.conf"
+    [ "$fresh" = 0 ] || rm -f "$dir/$p/nodes.conf"
     redis-server --port "$p" --bind "$host" --dir "$dir/$p" \
       --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
       --save "" --appendonly no --daemonize yes \
@@ -132,14 +137,23 @@ start() {
   echo "redis-cluster: up on ports $((base + 1))-$((base + masters)): $(url)"
 }
 
+# ours PORT: the server on PORT is a node this script started (its
+# working dir is ours), not a stranger's Redis to leave alone.
+ours() { [ "$(cli "$1" config get dir 2>/dev/null | tr -d '\r' | sed -n 2p)" = "$dir/$1" ]; }
+
 stop() {
-  local p pid
+  local p pid strangers=""
   for p in $(ports); do
     if answers "$p"; then
+      if ! ours "$p"; then
+        strangers="$strangers $p"
+        continue
+      fi
       cli "$p" shutdown nosave >/dev/null 2>&1 || true
     fi
   done
   for p in $(ports); do
+    case " $strangers " in *" $p "*) continue ;; esac
     local i=0
     while answers "$p"; do
       i=$((i + 1))
@@ -158,6 +172,7 @@ stop() {
   done
   rm -f "$dir/create.log"
   rmdir "$dir" 2>/dev/null || true
+  [ -z "$strangers" ] || die "left alone: the Redis on port(s)$strangers was not started by this script (its dir is not under $dir)"
   echo "redis-cluster: stopped"
 }
 

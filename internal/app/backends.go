@@ -89,9 +89,6 @@ func clientSettings(timeout time.Duration) clientParams {
 		poolSize: 128, minIdle: 8}
 }
 
-// clusterStateReload is how often a Cluster client re-reads the slot map.
-const clusterStateReload = time.Second
-
 // openCluster connects to the Redis Cluster that url names (go-redis's
 // cluster URL: redis://host1:port1?addr=host2:port2), with the settings of
 // a single Redis applied to each node, and checks every master.
@@ -109,11 +106,10 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	p := clientSettings(timeout)
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = p.dial, p.read, p.write, p.pool
 	opt.MaxRetries, opt.Protocol, opt.PoolSize, opt.MinIdleConns = p.maxRetries, p.protocol, p.poolSize, p.minIdle
-	// go-redis learns a new slot map from a MOVED reply, or every
-	// ClusterStateReloadInterval (60s by default). A dead master answers
-	// nothing, so after its replica is promoted the client would keep
-	// sending its slots to the dead address for up to a minute: a minute
-	// of 503s for every item there. One CLUSTER SLOTS a second is cheap.
+	// go-redis learns a new slot map from MOVED or from this periodic
+	// reload (default a minute), not from a dead master's refused
+	// connections: after a failover the items of that master would answer
+	// 503 until the next reload. One CLUSTER SLOTS a second is cheap.
 	opt.ClusterStateReloadInterval = clusterStateReload
 	rdb := redis.NewClusterClient(opt)
 	seeds := strings.Join(opt.Addrs, ",")
@@ -154,6 +150,10 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	sort.Strings(masters)
 	return rdb, nil, fmt.Sprintf("redis cluster, %d masters: %s", len(masters), strings.Join(masters, ",")), nil
 }
+
+// clusterStateReload is how often a Redis Cluster client reloads the slot
+// map while it sends commands (see openCluster).
+const clusterStateReload = time.Second
 
 // checkClusterURL parses a cluster URL as openCluster will.
 func checkClusterURL(url string) error {

@@ -127,7 +127,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 	if code := app.Main([]string{"--help"}, env(nil), &out, &errb); code != 0 {
 		t.Fatalf("exit code: got %d, want 0", code)
 	}
-	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT", "SECKILL_LOCK_WAIT", "SECKILL_DB_TIMEOUT",
+	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_REDIS_MODE", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT", "SECKILL_LOCK_WAIT", "SECKILL_DB_TIMEOUT",
 		"SECKILL_REQUEST_TIMEOUT", "SECKILL_LOG_FORMAT", "SECKILL_LOG_LEVEL", "SECKILL_RATE_USER", "SECKILL_RATE_IP", "SECKILL_USER_JWT_SECRET",
 		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "SECKILL_WRITERS", "SECKILL_ASYNC_DURABILITY", "SECKILL_PAYMENT_TIMEOUT", "migrate", "worker"} {
 		if !strings.Contains(errb.String(), v) {

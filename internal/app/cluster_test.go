@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,41 @@ func setConfig(t *testing.T, addr, key, value string) {
 	defer rdb.Close()
 	if err := rdb.ConfigSet(context.Background(), key, value).Err(); err != nil {
 		t.Fatalf("CONFIG SET %s %s on %s: %v", key, value, addr, err)
+	}
+}
+
+// `seckill worker` takes the same Redis settings: a worker on the cluster
+// writes the lua-async orders of a service that runs no writers.
+func TestWorkerOnCluster(t *testing.T) {
+	b := testenv.Cluster(t)
+	_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.Writers = queue.NoWriters })
+	cfg := app.Config{RedisMode: b.RedisMode, RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN, KeyPrefix: b.KeyPrefix,
+		AdminToken: apptest.Token, Writers: 2}
+	var out testenv.SyncBuffer
+	_, closeAll, err := app.StartWorker(context.Background(), cfg, slog.New(slog.DiscardHandler), &out)
+	if err != nil {
+		t.Fatalf("worker on the cluster: %v", err)
+	}
+	defer closeAll()
+	if !strings.Contains(out.String(), "redis cluster, 3 masters") {
+		t.Errorf("worker banner: got %q, want it to name the cluster's masters", out.String())
+	}
+	var ids []string
+	for _, strategy := range []string{"lua-async", "lua-async"} { // two items: streams on two slots at least sometimes
+		it := c.CreateItem(t, 5, strategy)
+		for i := range 3 {
+			r, err := c.PlaceOrder(it.ID, "worker-user-"+strconv.Itoa(i), "")
+			if err != nil || r.Status != http.StatusAccepted {
+				t.Fatalf("order: %v %d %s, want 202", err, r.Status, r.Body)
+			}
+			var o apptest.Order
+			r.JSON(t, &o)
+			ids = append(ids, o.ID)
+		}
+	}
+	for _, id := range ids {
+		if o := c.AwaitOrder(t, id, 20*time.Second); o.Status != "created" {
+			t.Errorf("order %s: status %q after 20s, want created (written by the worker)", id, o.Status)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // A one-node Redis Cluster driven through redis.ClusterClient: the node
@@ -76,5 +77,59 @@ func TestRedisCluster(t *testing.T) {
 			t.Errorf("%s: Release after ReleaseAll = %v", key, err)
 		}
 		_ = again
+	}
+}
+
+// Every script the lock runs declares keys of one slot, whatever the key's
+// shape: each EVAL/EVALSHA is checked by testenv.SlotCheck (CRC16 slots,
+// checked against CLUSTER KEYSLOT in package gate), on every path: obtain
+// (plain, re-entrant, fair with a waiter that gives up and one that wins),
+// the fence seed after a loss, refresh and release.
+func TestScriptsTakeKeysOfOneSlot(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	check := &testenv.SlotCheck{}
+	hooked := redis.NewClient(rdb.Options())
+	hooked.AddHook(check)
+	t.Cleanup(func() { _ = hooked.Close() })
+	c := newClient(t, hooked, nil)
+	base := testKey(t, rdb)
+	for _, key := range []string{base, "seckill:{item:" + base + "}:lock", base + "{}", "{" + base + "}:x{y}"} {
+		owner := lock.NewOwner()
+		l, err := c.Obtain(ctx, key, time.Minute, &lock.Options{Owner: owner, Reentrant: true,
+			FenceFloor: func(context.Context) (int64, error) { return 7, nil }})
+		if err != nil {
+			t.Fatalf("%s: Obtain: %v", key, err)
+		}
+		if _, err := c.Obtain(ctx, key, time.Minute, &lock.Options{Owner: owner, Reentrant: true}); err != nil {
+			t.Fatalf("%s: re-entry: %v", key, err)
+		}
+		if err := l.Refresh(ctx, time.Minute); err != nil {
+			t.Errorf("%s: Refresh: %v", key, err)
+		}
+		if _, err := c.Obtain(ctx, key, time.Minute, &lock.Options{Fair: true, Wait: 50 * time.Millisecond}); !errors.Is(err, lock.ErrNotObtained) {
+			t.Errorf("%s: a fair waiter that gives up: got %v, want ErrNotObtained", key, err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			w, err := c.Obtain(ctx, key, time.Minute, &lock.Options{Fair: true, Wait: 10 * time.Second})
+			if err == nil {
+				err = w.Release(ctx)
+			}
+			got <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+		if err := owner.ReleaseAll(ctx); err != nil {
+			t.Errorf("%s: ReleaseAll: %v", key, err)
+		}
+		if err := <-got; err != nil {
+			t.Errorf("%s: fair waiter: %v", key, err)
+		}
+	}
+	if v := check.Violations(); len(v) > 0 {
+		t.Errorf("commands whose keys span slots (CROSSSLOT on a Redis Cluster):\n%s", strings.Join(v, "\n"))
+	}
+	if n := check.Scripts(); n < 20 {
+		t.Errorf("checked %d script calls, want at least 20: is the hook seeing them?", n)
 	}
 }

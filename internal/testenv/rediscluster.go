@@ -61,25 +61,41 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, extra ...string)
 		t.Fatalf("redis-cli --cluster create: %v: %s", err, out)
 	}
 	c.AwaitOK(15 * time.Second)
-	// A replica that has not finished its first sync is not promoted
-	// when its master dies: a test that kills one needs them in sync.
-	deadline := time.Now().Add(15 * time.Second)
+	if replicasPerMaster > 0 {
+		// A replica that never synced cannot be promoted: a test that
+		// kills a master right away would see no failover.
+		c.AwaitReplicasSynced(15 * time.Second)
+	}
+	return c
+}
+
+// AwaitReplicasSynced waits until every running replica's link to its
+// master is up (INFO replication: master_link_status:up), and fails the
+// test after d.
+func (c *RedisCluster) AwaitReplicasSynced(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
 	for _, s := range c.Nodes {
-		for s.replication("role") == "slave" && s.replication("master_link_status") != "up" {
+		if !s.Running() {
+			continue
+		}
+		for {
+			info := s.info("replication")
+			if strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up") {
+				break
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("private redis cluster: replica %s not in sync after 15s", s.Addr())
+				c.t.Fatalf("replica %s not synced after %s: %s", s.Addr(), d, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	return c
 }
 
 // ReplicaOf is a running replica of the master at addr, or nil.
 func (c *RedisCluster) ReplicaOf(addr string) *RedisServer {
 	for _, s := range c.Nodes {
-		if s.Running() && s.replication("role") == "slave" &&
-			"127.0.0.1:"+s.replication("master_port") == addr {
+		if s.Running() && s.Role() == "slave" && "127.0.0.1:"+infoField(s.info("replication"), "master_port") == addr {
 			return s
 		}
 	}
@@ -88,24 +104,35 @@ func (c *RedisCluster) ReplicaOf(addr string) *RedisServer {
 
 // Role is the server's replication role: "master", "slave", or the error
 // reading it.
-func (s *RedisServer) Role() string { return s.replication("role") }
-
-// replication is one field of the server's INFO replication.
-func (s *RedisServer) replication(field string) string {
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
-	defer rdb.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	info, err := rdb.Info(ctx, "replication").Result()
-	if err != nil {
-		return err.Error()
+func (s *RedisServer) Role() string {
+	info := s.info("replication")
+	if r := infoField(info, "role"); r != "" {
+		return r
 	}
+	return info
+}
+
+// infoField is one field of an INFO reply, "" when it has none.
+func infoField(info, field string) string {
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
 			return v
 		}
 	}
 	return ""
+}
+
+// info is the node's INFO section, or the error reading it.
+func (s *RedisServer) info(section string) string {
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, section).Result()
+	if err != nil {
+		return err.Error()
+	}
+	return info
 }
 
 // URL is the cluster's go-redis cluster URL, naming every node:

@@ -219,6 +219,7 @@ func openUniversal(mode, url string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
+		opt.ClusterStateReloadInterval = time.Second // as the service: see TestStartClusterWithReplicas
 		return redis.NewClusterClient(opt), nil
 	}
 	opt, err := redis.ParseURL(url)
