@@ -49,7 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		sweep        string
 		sweepSeconds float64
 	)
-	fs.StringVar(&cfg.BaseURL, "url", "http://127.0.0.1:8080", "service base URL (loopback only)")
+	var urls urlList
+	fs.Var(&urls, "url", "service base URL (loopback only; default http://127.0.0.1:8080); repeat it, or separate with commas, to spread orders round-robin over several instances (admin calls and checks go to the first)")
 	fs.StringVar(&cfg.AdminToken, "token", os.Getenv("SECKILL_ADMIN_TOKEN"), "admin bearer token (default $SECKILL_ADMIN_TOKEN)")
 	fs.StringVar(&cfg.AdminURL, "admin-url", "", "admin listener base URL when the service has SECKILL_ADMIN_ADDR (loopback only); empty = -url")
 	fs.BoolVar(&embedded, "embedded", false, "start the service in-process (default: miniredis + SQLite in a temp dir) and ignore -url/-token")
@@ -57,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&keyPrefix, "key-prefix", "", "with -embedded: Redis key prefix for the in-process service")
 	fs.StringVar(&strategies, "strategies", "lua,lock,lua-async", "comma-separated strategies, one fresh item each (empty element = server default)")
 	fs.IntVar(&cfg.Stock, "stock", 100, "stock S per item")
+	fs.IntVar(&cfg.Buckets, "buckets", 0, "gate buckets per item (1 to 64; above 1 for lua only; 0 = server default, 1)")
 	fs.IntVar(&cfg.Attempts, "n", 2000, "order attempts per strategy (replays included)")
 	fs.IntVar(&cfg.Users, "users", 1000, "distinct users per strategy")
 	fs.Float64Var(&cfg.RepeatShare, "repeat", 0.1, "share of attempts by a user who already tried (fresh Idempotency-Key)")
@@ -87,6 +89,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
 		return 2
 	}
+	if len(urls) == 0 {
+		urls = urlList{"http://127.0.0.1:8080"}
+	}
+	cfg.BaseURL, cfg.URLs = urls[0], urls
 	cfg.Seed = seed
 	cfg.Strategies = strings.Split(strategies, ",")
 	for i := range cfg.Strategies {
@@ -113,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer svc.Close()
-		cfg.BaseURL, cfg.AdminToken = svc.BaseURL, svc.AdminToken
+		cfg.BaseURL, cfg.URLs, cfg.AdminToken = svc.BaseURL, nil, svc.AdminToken
 		if dsn == "" && sqlitePath == "" {
 			sqlitePath = svc.SQLitePath
 		}
@@ -180,6 +186,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// urlList is the -url flag: repeatable, each value one URL or several
+// separated by commas.
+type urlList []string
+
+func (u *urlList) String() string { return strings.Join(*u, ",") }
+
+func (u *urlList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			return errors.New("empty URL")
+		}
+		*u = append(*u, s)
+	}
+	return nil
 }
 
 func writeOutputs(rep *harness.Report, reportPath, jsonPath string) error {

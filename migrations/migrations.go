@@ -24,12 +24,15 @@ const (
 	SQLite Dialect = "sqlite"
 )
 
-// Up applies every migration not yet applied and returns the versions it ran.
+// Up applies every migration not yet applied and returns the versions it
+// ran. On MySQL, processes that start together take turns (see mysqlLock).
 func Up(ctx context.Context, db *sql.DB, d Dialect) ([]int64, error) {
 	var gd goose.Dialect
+	var opts []goose.ProviderOption
 	switch d {
 	case MySQL:
 		gd = goose.DialectMySQL
+		opts = append(opts, goose.WithSessionLocker(mysqlLock{}))
 	case SQLite:
 		gd = goose.DialectSQLite3
 	default:
@@ -39,7 +42,7 @@ func Up(ctx context.Context, db *sql.DB, d Dialect) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := goose.NewProvider(gd, db, sub)
+	p, err := goose.NewProvider(gd, db, sub, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}

@@ -1,11 +1,16 @@
 package migrations_test
 
 import (
+	"context"
+	"database/sql"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/migrations"
 )
 
 // Every column that holds a user id or an Idempotency-Key compares bytes:
@@ -50,4 +55,49 @@ func TestIDColumnsCompareBytes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Processes that start together on a fresh MySQL database (three instances
+// and a worker) all migrate it: one applies the migrations, the others wait
+// for it and apply nothing. Without the lock all but one failed on DDL the
+// first had just run.
+func TestConcurrentUpOnOneDatabase(t *testing.T) {
+	for round := range 5 { // the race without the lock shows in most rounds, not all
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			b := testenv.Real(t) // a new, empty database
+			const processes = 4
+			errs := make([]error, processes)
+			applied := make([][]int64, processes)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range processes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					db, err := sql.Open("mysql", b.MySQLDSN)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					defer db.Close()
+					<-start
+					applied[i], errs[i] = migrations.Up(context.Background(), db, migrations.MySQL)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			ran := 0
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("process %d: %v", i, err)
+				}
+				if len(applied[i]) > 0 {
+					ran++
+				}
+			}
+			if ran != 1 {
+				t.Errorf("%d processes applied migrations (%v), want exactly one", ran, applied)
+			}
+		})
+	}
 }

@@ -99,6 +99,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"negative price", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"price_cents":-1}`, true, nil, 400, "invalid_request"},
 			{"bad time", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"starts_at":"tomorrow"}`, true, nil, 400, "invalid_request"},
 			{"window backwards", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"starts_at":"2030-01-02T00:00:00Z","ends_at":"2030-01-01T00:00:00Z"}`, true, nil, 400, "invalid_request"},
+			{"zero buckets", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":0}`, true, nil, 400, "invalid_request"},
+			{"65 buckets", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":65}`, true, nil, 400, "invalid_request"},
+			{"negative buckets", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":-1}`, true, nil, 400, "invalid_request"},
+			{"buckets as string", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":"3"}`, true, nil, 400, "invalid_request"},
+			{"fractional buckets", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":1.5}`, true, nil, 400, "invalid_request"},
+			{"buckets with lock", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":3,"strategy":"lock"}`, true, nil, 400, "invalid_request"},
+			{"buckets with lua-async", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":3,"strategy":"lua-async"}`, true, nil, 400, "invalid_request"},
 			{"set stock negative", "PUT", stock, `{"stock":-3}`, true, nil, 400, "invalid_request"},
 			{"set stock missing", "PUT", stock, `{}`, true, nil, 400, "invalid_request"},
 			{"set stock below sold", "PUT", stock, `{"stock":0}`, true, nil, 409, "stock_below_sold"},
@@ -135,6 +142,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 				r := c.Must(t, tc.method, tc.path, tc.body, tc.admin, tc.header)
 				if r.Status != tc.status || r.ErrorCode() != tc.code {
 					t.Errorf("got %d %s, want %d %s", r.Status, r.Body, tc.status, tc.code)
+				}
+				if strings.Contains(tc.name, "buckets") && !strings.Contains(string(r.Body), "buckets") {
+					t.Errorf("the error does not name the field: %s", r.Body)
 				}
 				if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 					t.Errorf("Content-Type: got %q, want application/json", ct)

@@ -97,11 +97,12 @@ func TestCaseVariantUsersSync(t *testing.T) {
 
 // A key used by one user does not block its case variant used by another,
 // on any strategy, with Redis holding the claim or not; the same key is
-// still replayed to its owner and refused to another user.
+// still replayed to its owner and refused to another user. On a Redis
+// Cluster too.
 func TestCaseVariantIdempotencyKeys(t *testing.T) {
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
-		rdb := b.Redis(t)
+		rdb := b.Universal(t)
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
 				want := http.StatusCreated
@@ -137,7 +138,9 @@ func TestCaseVariantIdempotencyKeys(t *testing.T) {
 				}
 				// Without Redis's claims the database decides, byte-exact too.
 				tag := fmt.Sprintf("%s:{item:%d}", b.KeyPrefix, it.ID)
-				rdb.Del(context.Background(), tag+":idem:key-1", tag+":idem:KEY-1")
+				if err := rdb.Del(context.Background(), tag+":idem:key-1", tag+":idem:KEY-1").Err(); err != nil {
+					t.Fatalf("lose the claims: %v", err)
+				}
 				if r, _ := c.PlaceOrder(it.ID, "dave", "Key-1"); r.Status != want {
 					t.Errorf("dave with Key-1 after Redis lost the claims: got %d %s, want %d", r.Status, r.Body, want)
 				}

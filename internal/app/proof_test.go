@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/seckill/seckill/internal/app/apptest"
@@ -9,7 +10,8 @@ import (
 
 // TestConcurrencyProof: stock 100, 2,000 concurrent attempts from 1,000
 // users with repeats and replays, for every strategy on every backend, the
-// Redis Cluster included.
+// Redis Cluster included, and for a lua item whose stock is split over 3
+// and 8 gate buckets.
 func TestConcurrencyProof(t *testing.T) {
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
@@ -17,6 +19,12 @@ func TestConcurrencyProof(t *testing.T) {
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
 				apptest.Proof(t, c, db, strategy, apptest.ProofSpec{Stock: 100, Users: 1000})
+			})
+		}
+		// One hot item over several gate buckets (lua only).
+		for _, k := range []int{3, 8} {
+			t.Run(fmt.Sprintf("lua/buckets=%d", k), func(t *testing.T) {
+				apptest.Proof(t, c, db, "lua", apptest.ProofSpec{Stock: 100, Users: 1000, Buckets: k})
 			})
 		}
 	})

@@ -20,6 +20,7 @@ type adminItemJSON struct {
 	Sold       int64              `json:"sold"`
 	Remaining  int64              `json:"remaining"`
 	Strategy   stock.StrategyName `json:"strategy"`
+	Buckets    int                `json:"buckets"`
 	StartsAt   *time.Time         `json:"starts_at"`
 	EndsAt     *time.Time         `json:"ends_at"`
 	CreatedAt  time.Time          `json:"created_at"`
@@ -44,7 +45,7 @@ func queueView(q stock.AsyncStats) *queueJSON {
 
 func adminView(it *stock.Item) adminItemJSON {
 	return adminItemJSON{ID: it.ID, Name: it.Name, PriceCents: it.PriceCents, Stock: it.Stock, Sold: it.Sold,
-		Remaining: it.Remaining(), Strategy: it.Strategy, StartsAt: it.StartsAt, EndsAt: it.EndsAt,
+		Remaining: it.Remaining(), Strategy: it.Strategy, Buckets: it.Buckets, StartsAt: it.StartsAt, EndsAt: it.EndsAt,
 		CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
 }
 
@@ -62,6 +63,7 @@ type createItemRequest struct {
 	Stock      *int64             `json:"stock"`
 	PriceCents int64              `json:"price_cents"`
 	Strategy   stock.StrategyName `json:"strategy"`
+	Buckets    *int               `json:"buckets"` // absent: 1
 	StartsAt   *time.Time         `json:"starts_at"`
 	EndsAt     *time.Time         `json:"ends_at"`
 }
@@ -75,8 +77,16 @@ func (h *Handler) createItem(c *gin.Context) {
 		h.writeError(c, stock.Invalidf("name and stock are required"))
 		return
 	}
+	buckets := 1
+	if req.Buckets != nil {
+		if err := stock.ValidateBuckets(*req.Buckets); err != nil {
+			h.writeError(c, err)
+			return
+		}
+		buckets = *req.Buckets
+	}
 	it, err := h.shop.CreateItem(c.Request.Context(), stock.NewItem{Name: *req.Name, Stock: *req.Stock, PriceCents: req.PriceCents,
-		Strategy: req.Strategy, StartsAt: req.StartsAt, EndsAt: req.EndsAt})
+		Strategy: req.Strategy, Buckets: buckets, StartsAt: req.StartsAt, EndsAt: req.EndsAt})
 	if err != nil {
 		h.writeError(c, err)
 		return

@@ -63,10 +63,14 @@ type Item struct {
 	Stock      int64
 	Sold       int64
 	Strategy   StrategyName
-	StartsAt   *time.Time
-	EndsAt     *time.Time
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// Buckets is how many Redis gate keys, each in its own hash slot, the
+	// item's stock is split over (1 to MaxBuckets; 1 for items made before
+	// buckets existed). Fixed at creation.
+	Buckets   int
+	StartsAt  *time.Time
+	EndsAt    *time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Remaining is what is left to sell according to the database.
@@ -116,6 +120,7 @@ type NewItem struct {
 	Stock      int64
 	PriceCents int64
 	Strategy   StrategyName // empty: the service default
+	Buckets    int          // 0: 1
 	StartsAt   *time.Time
 	EndsAt     *time.Time
 }
@@ -135,6 +140,7 @@ const (
 	MaxNameLen    = 200               // longest item name, in bytes
 	MaxUserIDLen  = 64                // longest user id, in bytes
 	MaxIdemKeyLen = 128               // longest Idempotency-Key, in bytes
+	MaxBuckets    = 64                // most gate buckets an item may have
 )
 
 // ItemView is the public view of an item, what a buyer's page shows: its

@@ -14,8 +14,23 @@ func ValidateNewItem(in NewItem) error {
 		return Invalidf("price_cents must be between 0 and %d", MaxPriceCents)
 	case !in.Strategy.Valid():
 		return Invalidf("strategy must be %q, %q or %q", StrategyLua, StrategyLock, StrategyLuaAsync)
+	case ValidateBuckets(in.Buckets) != nil:
+		return ValidateBuckets(in.Buckets)
+	case in.Buckets > 1 && in.Strategy != StrategyLua:
+		// lock never reads the gate (its bottleneck is the item's row
+		// lock); lua-async keeps its queue in the item's one slot.
+		return Invalidf("buckets above 1 need strategy %q (%q sells under the row lock, %q queues in one slot)",
+			StrategyLua, StrategyLock, StrategyLuaAsync)
 	case in.StartsAt != nil && in.EndsAt != nil && !in.EndsAt.After(*in.StartsAt):
 		return Invalidf("ends_at must be after starts_at")
+	}
+	return nil
+}
+
+// ValidateBuckets checks an item's bucket count as an admin gives it.
+func ValidateBuckets(n int) error {
+	if n < 1 || n > MaxBuckets {
+		return Invalidf("buckets must be an integer from 1 to %d", MaxBuckets)
 	}
 	return nil
 }

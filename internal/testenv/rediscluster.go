@@ -173,6 +173,27 @@ func (c *RedisCluster) AwaitOK(d time.Duration) {
 	}
 }
 
+// KillAll kills every node at once (SIGKILL): the whole cluster is down and
+// its data gone.
+func (c *RedisCluster) KillAll() {
+	for _, s := range c.Nodes {
+		s.Kill()
+	}
+}
+
+// StartAll starts every node that is down and waits until the cluster is
+// whole again: each node rejoins with its nodes.conf (its slots, its
+// role), empty.
+func (c *RedisCluster) StartAll() {
+	c.t.Helper()
+	for _, s := range c.Nodes {
+		if !s.Running() {
+			s.Start()
+		}
+	}
+	c.AwaitOK(30 * time.Second)
+}
+
 // clusterState is the node's cluster_state, or the error reading it.
 func (s *RedisServer) clusterState() string {
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})

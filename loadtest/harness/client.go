@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,7 +45,9 @@ type apiError struct {
 
 type client struct {
 	base      string
-	adminBase string // the admin listener; "" = base
+	adminBase string   // the admin listener; "" = base
+	orders    []string // the instances order attempts are spread over; empty = base
+	next      atomic.Uint64
 	token     string
 	http      *http.Client
 }
@@ -66,6 +69,15 @@ func (c *client) close() { c.http.CloseIdleConnections() }
 
 // do sends one request and returns the status, the body and a transport error.
 func (c *client) do(ctx context.Context, method, path string, body any, hdr map[string]string) (int, []byte, error) {
+	base := c.base
+	if c.adminBase != "" && strings.HasPrefix(path, "/api/v1/admin/") {
+		base = c.adminBase
+	}
+	return c.doAt(ctx, base, method, path, body, hdr)
+}
+
+// doAt is do against the instance at base.
+func (c *client) doAt(ctx context.Context, base, method, path string, body any, hdr map[string]string) (int, []byte, error) {
 	var rd io.Reader
 	var n int64
 	if body != nil {
@@ -79,10 +91,6 @@ func (c *client) do(ctx context.Context, method, path string, body any, hdr map[
 		// requests the history never sees and turn unknown outcomes into
 		// answers. Every request here is sent exactly once.
 		rd, n = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-	}
-	base := c.base
-	if c.adminBase != "" && strings.HasPrefix(path, "/api/v1/admin/") {
-		base = c.adminBase
 	}
 	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
@@ -122,10 +130,13 @@ func httpErr(op string, status int, body []byte) error {
 	return fmt.Errorf("%s: HTTP %d: %s", op, status, body)
 }
 
-func (c *client) createItem(ctx context.Context, name string, stock int, strategy string) (Item, error) {
+func (c *client) createItem(ctx context.Context, name string, stock int, strategy string, buckets int) (Item, error) {
 	req := map[string]any{"name": name, "stock": stock, "price_cents": 100}
 	if strategy != "" {
 		req["strategy"] = strategy
+	}
+	if buckets > 0 {
+		req["buckets"] = buckets
 	}
 	st, b, err := c.do(ctx, http.MethodPost, "/api/v1/admin/items", req, c.admin())
 	if err != nil {
@@ -180,10 +191,16 @@ func (c *client) getOrder(ctx context.Context, id string) (Order, error) {
 	return o, nil
 }
 
-// placeOrder sends one order attempt and fills the outcome fields of r.
+// placeOrder sends one order attempt to the next instance in turn and
+// fills the outcome fields of r.
 func (c *client) placeOrder(ctx context.Context, r *Record) {
+	base := c.base
+	if len(c.orders) > 0 {
+		r.Instance = int((c.next.Add(1) - 1) % uint64(len(c.orders)))
+		base = c.orders[r.Instance]
+	}
 	r.Start = time.Now()
-	st, b, err := c.do(ctx, http.MethodPost, "/api/v1/items/"+strconv.FormatInt(r.ItemID, 10)+"/orders",
+	st, b, err := c.doAt(ctx, base, http.MethodPost, "/api/v1/items/"+strconv.FormatInt(r.ItemID, 10)+"/orders",
 		map[string]string{"user_id": r.User}, map[string]string{"Idempotency-Key": r.Key})
 	r.End = time.Now()
 	r.Status = st

@@ -24,12 +24,18 @@ const (
 // Config describes one harness run. Zero values are replaced by the defaults
 // documented on each field (see withDefaults).
 type Config struct {
-	BaseURL    string   // service base URL; must be a loopback address. Default http://127.0.0.1:8080
+	BaseURL string // service base URL; must be a loopback address. Default URLs[0], else http://127.0.0.1:8080
+	// URLs are the instances order attempts are spread over, round-robin
+	// (each a loopback address). Admin calls (create item, verify), the
+	// /healthz baseline and the drain's order reads go to BaseURL. Default
+	// [BaseURL].
+	URLs       []string
 	AdminToken string   // bearer token for /api/v1/admin/*
 	AdminURL   string   // the admin listener's base URL (SECKILL_ADMIN_ADDR); "" = BaseURL
 	Strategies []string // one fresh item per strategy; "" means the server default. Default [""]
 
 	Stock       int     // stock S of every item. Default 100
+	Buckets     int     // gate buckets of every item (lua only above 1); 0 = the server's default, 1
 	Attempts    int     // order attempts N per strategy, replays included. Default 2000
 	Users       int     // size U of the user pool per strategy. Default 1000
 	RepeatShare float64 // share of attempts made by a user who already attempted, with a fresh Idempotency-Key
@@ -59,6 +65,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
+	if c.BaseURL == "" && len(c.URLs) > 0 {
+		c.BaseURL = c.URLs[0]
+	}
 	if c.BaseURL == "" {
 		c.BaseURL = "http://127.0.0.1:8080"
 	}
@@ -66,6 +75,17 @@ func (c Config) withDefaults() (Config, error) {
 	if err := checkLoopback(c.BaseURL); err != nil {
 		return c, err
 	}
+	if len(c.URLs) == 0 {
+		c.URLs = []string{c.BaseURL}
+	}
+	urls := make([]string, len(c.URLs))
+	for i, u := range c.URLs {
+		urls[i] = strings.TrimRight(u, "/")
+		if err := checkLoopback(urls[i]); err != nil {
+			return c, err
+		}
+	}
+	c.URLs = urls
 	c.AdminURL = strings.TrimRight(c.AdminURL, "/")
 	if c.AdminURL != "" {
 		if err := checkLoopback(c.AdminURL); err != nil {

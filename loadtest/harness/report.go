@@ -20,22 +20,23 @@ type Report struct {
 
 // ConfigSummary is the part of Config worth printing.
 type ConfigSummary struct {
-	BaseURL     string  `json:"base_url"`
-	Mode        string  `json:"mode"`
-	Concurrency int     `json:"concurrency"`
-	Rate        float64 `json:"rate,omitempty"`
-	Stock       int     `json:"stock"`
-	Attempts    int     `json:"attempts"`
-	Users       int     `json:"users"`
-	RepeatShare float64 `json:"repeat_share"`
-	RetryShare  float64 `json:"retry_share"`
-	Seed        uint64  `json:"seed"`
-	RunID       string  `json:"run_id"`
-	DB          bool    `json:"db"`
+	BaseURL     string   `json:"base_url"`
+	URLs        []string `json:"urls"`
+	Mode        string   `json:"mode"`
+	Concurrency int      `json:"concurrency"`
+	Rate        float64  `json:"rate,omitempty"`
+	Stock       int      `json:"stock"`
+	Attempts    int      `json:"attempts"`
+	Users       int      `json:"users"`
+	RepeatShare float64  `json:"repeat_share"`
+	RetryShare  float64  `json:"retry_share"`
+	Seed        uint64   `json:"seed"`
+	RunID       string   `json:"run_id"`
+	DB          bool     `json:"db"`
 }
 
 func summarize(c Config) ConfigSummary {
-	s := ConfigSummary{BaseURL: c.BaseURL, Mode: c.Mode, Concurrency: c.Concurrency, Stock: c.Stock,
+	s := ConfigSummary{BaseURL: c.BaseURL, URLs: c.URLs, Mode: c.Mode, Concurrency: c.Concurrency, Stock: c.Stock,
 		Attempts: c.Attempts, Users: c.Users, RepeatShare: c.RepeatShare, RetryShare: c.RetryShare,
 		Seed: c.Seed, RunID: c.RunID, DB: c.Store != nil}
 	if c.Mode == ModeOpen {
@@ -75,6 +76,14 @@ type Bucket struct {
 	P99      time.Duration `json:"p99_ns"`
 }
 
+// InstanceCount is what one instance (one -url) was sent and answered.
+type InstanceCount struct {
+	URL      string `json:"url"`
+	Attempts int    `json:"attempts"`
+	Acked    int    `json:"acked"`   // 201 or 202
+	Unknown  int    `json:"unknown"` // no answer, 5xx or a 2xx without an order
+}
+
 // StrategyReport is the outcome for one item/strategy.
 type StrategyReport struct {
 	Strategy       string                  `json:"strategy"`
@@ -95,6 +104,7 @@ type StrategyReport struct {
 	Latency        map[string]LatencyStats `json:"latency"`
 	Timeline       []Bucket                `json:"timeline"`
 	BucketWidth    time.Duration           `json:"bucket_width_ns"`
+	Instances      []InstanceCount         `json:"instances"` // per Config.URLs entry, in order
 	Drain          DrainResult             `json:"drain"`
 	Final          Item                    `json:"final_item"`
 	DBChecked      bool                    `json:"db_checked"`
@@ -107,6 +117,10 @@ type StrategyReport struct {
 func newStrategyReport(label string, item Item, cfg Config, recs []Record, planned int, start, end time.Time) *StrategyReport {
 	sr := &StrategyReport{Strategy: label, ItemID: item.ID, Stock: cfg.Stock, Planned: planned, Attempts: len(recs),
 		Outcomes: map[string]int{}, Statuses: map[int]int{}, Latency: map[string]LatencyStats{}, SellOutAt: -1, Records: recs}
+	sr.Instances = make([]InstanceCount, len(cfg.URLs))
+	for i, u := range cfg.URLs {
+		sr.Instances[i].URL = u
+	}
 	var first, last time.Time
 	byOutcome := map[string][]time.Duration{}
 	var all []time.Duration
@@ -118,6 +132,16 @@ func newStrategyReport(label string, item Item, cfg Config, recs []Record, plann
 		}
 		sr.Outcomes[r.Outcome]++
 		sr.Statuses[r.Status]++
+		if r.Instance >= 0 && r.Instance < len(sr.Instances) {
+			in := &sr.Instances[r.Instance]
+			in.Attempts++
+			switch {
+			case acked(r.Outcome):
+				in.Acked++
+			case unknownOutcome(r.Outcome):
+				in.Unknown++
+			}
+		}
 		l := r.Latency()
 		byOutcome[r.Outcome] = append(byOutcome[r.Outcome], l)
 		all = append(all, l)
@@ -202,7 +226,11 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float6
 // WriteText prints the human report.
 func (rep *Report) WriteText(w io.Writer) {
 	c := rep.Config
-	fmt.Fprintf(w, "seckill load test  run=%s  url=%s  mode=%s  concurrency=%d", c.RunID, c.BaseURL, c.Mode, c.Concurrency)
+	urls := c.BaseURL
+	if len(c.URLs) > 1 {
+		urls = strings.Join(c.URLs, ",")
+	}
+	fmt.Fprintf(w, "seckill load test  run=%s  url=%s  mode=%s  concurrency=%d", c.RunID, urls, c.Mode, c.Concurrency)
 	if c.Mode == ModeOpen {
 		fmt.Fprintf(w, "  rate=%.0f/s", c.Rate)
 	}
@@ -242,6 +270,11 @@ func (rep *Report) WriteText(w io.Writer) {
 			parts = append(parts, fmt.Sprintf("%s:%d", name, s.Statuses[k]))
 		}
 		fmt.Fprintf(w, "status: %s\n", strings.Join(parts, " "))
+		if len(s.Instances) > 1 {
+			for i, in := range s.Instances {
+				fmt.Fprintf(w, "instance %d %s: %d attempts, %d acknowledged, %d unknown\n", i, in.URL, in.Attempts, in.Acked, in.Unknown)
+			}
+		}
 		outs := make([]string, 0, len(s.Latency))
 		for k := range s.Latency {
 			if k != "all" {

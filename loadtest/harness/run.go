@@ -20,6 +20,7 @@ type Record struct {
 	User        string    `json:"user"`
 	Key         string    `json:"key"`
 	ReplayOf    int       `json:"replay_of"` // seq of the attempt this one replays, -1 if none
+	Instance    int       `json:"instance"`  // index in Config.URLs of the instance it was sent to
 	Intended    time.Time `json:"intended,omitzero"`
 	Start       time.Time `json:"start"`
 	End         time.Time `json:"end"`
@@ -272,6 +273,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	cl := newClient(cfg.BaseURL, cfg.AdminToken, cfg.Concurrency, cfg.RequestTimeout)
 	cl.adminBase = cfg.AdminURL
+	cl.orders = cfg.URLs
 	defer cl.close()
 
 	rep := &Report{Config: summarize(cfg), Pass: true}
@@ -330,7 +332,7 @@ func runStrategy(ctx context.Context, cfg Config, cl *client, strategy string, s
 	if label == "" {
 		label = "default"
 	}
-	item, err := cl.createItem(ctx, fmt.Sprintf("loadtest-%s-%s", cfg.RunID, label), cfg.Stock, strategy)
+	item, err := cl.createItem(ctx, fmt.Sprintf("loadtest-%s-%s", cfg.RunID, label), cfg.Stock, strategy, cfg.Buckets)
 	if err != nil {
 		return nil, err
 	}

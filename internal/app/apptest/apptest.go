@@ -167,12 +167,24 @@ type Item struct {
 	Sold      int64  `json:"sold"`
 	Remaining int64  `json:"remaining"`
 	Strategy  string `json:"strategy"`
+	Buckets   int    `json:"buckets"`
 }
 
 // CreateItem creates an item through the admin API.
 func (c *Client) CreateItem(t testing.TB, stock int64, strategy string) Item {
 	t.Helper()
-	r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": "test item", "stock": stock, "strategy": strategy}, true, nil)
+	return c.CreateBucketedItem(t, stock, strategy, 1)
+}
+
+// CreateBucketedItem creates an item whose stock is split over buckets
+// gate buckets.
+func (c *Client) CreateBucketedItem(t testing.TB, stock int64, strategy string, buckets int) Item {
+	t.Helper()
+	body := map[string]any{"name": "test item", "stock": stock, "strategy": strategy}
+	if buckets != 1 {
+		body["buckets"] = buckets
+	}
+	r := c.Must(t, "POST", "/api/v1/admin/items", body, true, nil)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("create item: got %d %s, want 201", r.Status, r.Body)
 	}

@@ -18,10 +18,13 @@ var Strategies = []string{"lua", "lock", "lua-async"}
 type ProofSpec struct {
 	Stock int64
 	Users int // each user sends two attempts, so 2*Users in all
+	// Buckets splits the item's stock over that many gate buckets (0: 1).
+	Buckets int
 }
 
 type attempt struct {
 	user, key string
+	instance  int // index of the client it was sent to
 	status    int
 	code      string
 	body      string
@@ -53,9 +56,24 @@ func ProofUser(u int) (user, key string) {
 // twice.
 func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec) {
 	t.Helper()
-	it := c.CreateItem(t, spec.Stock, strategy)
-	if it.Strategy != strategy {
-		t.Fatalf("item strategy: got %q, want %q", it.Strategy, strategy)
+	ProofAcross(t, []*Client{c}, db, strategy, spec)
+}
+
+// ProofAcross is Proof with the attempts spread round-robin over several
+// instances of the service on one backend (attempt i goes to cs[i%len]):
+// a user's two attempts, and so a key's replay, reach two different
+// instances when there are several. The item is created through cs[0],
+// and every instance must then report it sold right.
+func ProofAcross(t *testing.T, cs []*Client, db *gorm.DB, strategy string, spec ProofSpec) {
+	t.Helper()
+	if len(cs) == 0 {
+		t.Fatal("ProofAcross: no client")
+	}
+	c := cs[0]
+	buckets := max(1, spec.Buckets)
+	it := c.CreateBucketedItem(t, spec.Stock, strategy, buckets)
+	if it.Strategy != strategy || it.Buckets != buckets {
+		t.Fatalf("item strategy, buckets: got %q %d, want %q %d", it.Strategy, it.Buckets, strategy, buckets)
 	}
 
 	attempts := make([]attempt, 0, 2*spec.Users)
@@ -66,11 +84,12 @@ func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range attempts {
+		attempts[i].instance = i % len(cs)
 		wg.Add(1)
 		go func(a *attempt) {
 			defer wg.Done()
 			<-start
-			r, err := c.PlaceOrder(it.ID, a.user, a.key)
+			r, err := cs[a.instance].PlaceOrder(it.ID, a.user, a.key)
 			a.err, a.status, a.code, a.body = err, r.Status, r.ErrorCode(), string(r.Body)
 			if err == nil && (r.Status == http.StatusCreated || r.Status == http.StatusAccepted) {
 				var o Order
@@ -87,12 +106,17 @@ func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec
 	byUser := map[string][]string{}
 	answers := map[string][]string{} // user -> every answer, for messages
 	statuses := map[string]int{}
+	perInstance := make([]map[string]int, len(cs)) // instance -> outcome -> count
+	for i := range perInstance {
+		perInstance[i] = map[string]int{}
+	}
 	for _, a := range attempts {
 		if a.err != nil {
-			t.Errorf("attempt by %s: transport error %v", a.user, a.err)
+			t.Errorf("attempt by %s on instance %d: transport error %v", a.user, a.instance, a.err)
 			continue
 		}
 		statuses[fmt.Sprintf("%d %s", a.status, a.code)]++
+		perInstance[a.instance][fmt.Sprintf("%d %s", a.status, a.code)]++
 		answers[a.user] = append(answers[a.user], fmt.Sprintf("%d %s", a.status, a.body))
 		switch {
 		case a.status == http.StatusCreated || a.status == http.StatusAccepted:
@@ -107,6 +131,11 @@ func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec
 		}
 	}
 	t.Logf("%s: %d attempts, outcomes %v", strategy, len(attempts), statuses)
+	if len(cs) > 1 {
+		for i, outcomes := range perInstance {
+			t.Logf("%s: instance %d: %v", strategy, i, outcomes)
+		}
+	}
 
 	if int64(len(created)) != want {
 		t.Errorf("distinct orders answered 201: got %d, want %d", len(created), want)
@@ -167,9 +196,35 @@ func Proof(t *testing.T, c *Client, db *gorm.DB, strategy string, spec ProofSpec
 			t.Errorf("%s was answered already_purchased but holds no order", a.user)
 		}
 	}
-	got := c.AdminItem(t, it.ID)
-	if got.Sold != want || got.Remaining != spec.Stock-want || got.Stock != spec.Stock {
-		t.Errorf("item after the stampede: got stock %d sold %d remaining %d, want %d %d %d",
-			got.Stock, got.Sold, got.Remaining, spec.Stock, want, spec.Stock-want)
+	// The database itself: sold is the count of live orders, within stock.
+	var row struct{ Stock, Sold int64 }
+	if err := db.Raw("SELECT stock, sold FROM items WHERE id = ?", it.ID).Scan(&row).Error; err != nil {
+		t.Fatalf("read item: %v", err)
+	}
+	if row.Sold != int64(len(orders)) || row.Sold > row.Stock {
+		t.Errorf("item row: sold %d, stock %d, %d orders; want sold == orders <= stock", row.Sold, row.Stock, len(orders))
+	}
+	for i, ci := range cs {
+		// Once the stampede is over, the item's own view agrees.
+		if r := ci.Must(t, "GET", "/api/v1/items/"+itoa(it.ID), nil, false, nil); r.Status == http.StatusOK {
+			var v struct{ Remaining int64 }
+			r.JSON(t, &v)
+			if v.Remaining != spec.Stock-want {
+				time.Sleep(300 * time.Millisecond) // the view may be up to 250 ms old
+				r = ci.Must(t, "GET", "/api/v1/items/"+itoa(it.ID), nil, false, nil)
+				r.JSON(t, &v)
+				if v.Remaining != spec.Stock-want {
+					t.Errorf("public view after the stampede, instance %d: remaining %d, want %d", i, v.Remaining, spec.Stock-want)
+				}
+			}
+		}
+		got := ci.AdminItem(t, it.ID)
+		if got.Buckets != buckets {
+			t.Errorf("admin view, instance %d: buckets %d, want %d", i, got.Buckets, buckets)
+		}
+		if got.Sold != want || got.Remaining != spec.Stock-want || got.Stock != spec.Stock {
+			t.Errorf("item after the stampede, as instance %d sees it: got stock %d sold %d remaining %d, want %d %d %d",
+				i, got.Stock, got.Sold, got.Remaining, spec.Stock, want, spec.Stock-want)
+		}
 	}
 }

@@ -57,9 +57,15 @@ func (g *Gate) Exists(ctx context.Context, id int64) (bool, error) {
 // stock.ErrSaleNotStarted, stock.ErrSaleEnded, *DupError (the order the
 // user holds), ErrMissing. If ctx ends while the script is in flight, the
 // script may still reserve; abandoned then runs once it has answered.
-func (g *Gate) Reserve(ctx context.Context, itemID int64, userID, orderID string, now time.Time, abandoned func()) (stockSeen string, err error) {
+//
+// It runs in bk, the user's home bucket (Single for an item of one
+// bucket); a bucket that is empty answers stock.ErrSoldOut although others
+// may have units: see Rebalance.
+func (g *Gate) Reserve(ctx context.Context, bk Bucket, userID, orderID string, now time.Time, abandoned func()) (stockSeen string, err error) {
+	itemID := bk.Item
+	keys := g.keys.Bucket(bk)
 	res, err := g.pipe.RunScript(ctx, reserveScript, abandoned,
-		[]string{g.keys.Meta(itemID), g.keys.Buyers(itemID), g.keys.void(itemID, orderID)},
+		[]string{keys.Meta, keys.Buyers, keys.void(orderID)},
 		userID, orderID, now.UnixMilli()).StringSlice()
 	if err != nil {
 		return "", Error("reserve", err)
@@ -102,8 +108,10 @@ const voidTTL = 10 * time.Minute
 // HandBack returns the unit orderID reserved for userID, once, and reports
 // whether it went back. soldOutAt, when not "", is the stock the reserve
 // saw: the database said sold out at it, and the gate is marked so.
-func (g *Gate) HandBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
-	keys := []string{g.keys.Meta(itemID), g.keys.Buyers(itemID), g.keys.Released(itemID), g.keys.void(itemID, orderID)}
+// It runs in bk, the bucket the unit was reserved in.
+func (g *Gate) HandBack(ctx context.Context, bk Bucket, userID, orderID, soldOutAt string) (bool, error) {
+	bkeys := g.keys.Bucket(bk)
+	keys := []string{bkeys.Meta, bkeys.Buyers, bkeys.Released, bkeys.void(orderID)}
 	status, err := runStatus(ctx, g.rdb, handBackScript, "hand back", keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second))
 	return status == "back", err
 }
@@ -201,8 +209,10 @@ func (g *Gate) SetStock(ctx context.Context, id, units int64, strict bool) (SetS
 // order however often it runs; it reports whether this call took it back.
 // ErrMissing: build the gate (which counts the order if it was cancelled
 // before the build's snapshot) and release again.
-func (g *Gate) Release(ctx context.Context, itemID int64, orderID string) (bool, error) {
-	res, err := runStatus(ctx, g.rdb, releaseScript, "release", []string{g.keys.Meta(itemID), g.keys.Released(itemID)}, orderID)
+// The unit goes to ReleaseBucket(item, buckets, orderID).
+func (g *Gate) Release(ctx context.Context, itemID int64, buckets int, orderID string) (bool, error) {
+	keys := g.keys.Bucket(ReleaseBucket(itemID, buckets, orderID))
+	res, err := runStatus(ctx, g.rdb, releaseScript, "release", []string{keys.Meta, keys.Released}, orderID)
 	if err != nil {
 		return false, err
 	}

@@ -43,6 +43,12 @@ func (k Keys) Lock(id int64) string { return k.Item(id) + ":lock" }
 // Idem binds an Idempotency-Key of the item to a user and an order.
 func (k Keys) Idem(id int64, key string) string { return k.Item(id) + ":idem:" + key }
 
+// ClaimsMark says the item's Idempotency-Key claims are whole: it is set
+// when the item is created and after the claims were restored from the
+// database, so its absence means Redis lost them (see shop's
+// restoreClaims). A bucketed item has one per bucket (BucketKeys).
+func (k Keys) ClaimsMark(id int64) string { return k.Item(id) + ":claims" }
+
 // Stream is the lua-async queue of an item's admitted orders.
 func (k Keys) Stream(id int64) string { return k.Item(id) + ":orders" }
 

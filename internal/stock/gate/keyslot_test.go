@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -76,8 +77,9 @@ var slotTestIDs = []int64{0, 1, 7, 42, 1 << 40, math.MaxInt64, -1, math.MinInt64
 // "CROSSSLOT impossible, not merely unseen": every key of an item, whatever
 // its id, the prefix and the strings a client chose, hashes to the item's
 // slot, so no script or transaction on one item can span slots on a Redis
-// Cluster. The slots are computed (testenv.KeySlot), and checked against
-// the real cluster's CLUSTER KEYSLOT below.
+// Cluster. The slots are computed (Slot, and testenv.KeySlot that the
+// tests' SlotCheck uses), and checked against the real cluster's CLUSTER
+// KEYSLOT below.
 func TestEveryItemKeyHashesToTheItemSlot(t *testing.T) {
 	for _, prefix := range []string{"", "seckill", "t-1", "a:b:c", "ключ"} {
 		k, err := NewKeys(prefix)
@@ -85,11 +87,14 @@ func TestEveryItemKeyHashesToTheItemSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range slotTestIDs {
-			want := testenv.KeySlot(k.Item(id))
+			want := Slot(k.Item(id))
 			keys, names := itemKeys(t, k, id)
 			for i, key := range keys {
-				if got := testenv.KeySlot(key); got != want {
+				if got := Slot(key); got != want {
 					t.Errorf("prefix %q item %d: Keys.%s gives %q in slot %d, want the item's slot %d", prefix, id, names[i], key, got, want)
+				}
+				if got := testenv.KeySlot(key); got != Slot(key) {
+					t.Errorf("key %q: testenv.KeySlot says %d, Slot %d", key, got, Slot(key))
 				}
 			}
 		}
@@ -115,8 +120,44 @@ func TestKeySlotIsClusterKeyslot(t *testing.T) {
 		if err != nil {
 			t.Fatalf("CLUSTER KEYSLOT %q: %v", key, err)
 		}
-		if want := testenv.KeySlot(key); int(got) != want {
-			t.Errorf("key %q: CLUSTER KEYSLOT says %d, testenv.KeySlot %d", key, got, want)
+		if int(got) != Slot(key) || int(got) != testenv.KeySlot(key) {
+			t.Errorf("key %q: CLUSTER KEYSLOT says %d, Slot %d, testenv.KeySlot %d", key, got, Slot(key), testenv.KeySlot(key))
+		}
+	}
+}
+
+// A bucket's keys, likewise, all hash to the bucket's slot: every string
+// field of BucketKeys (found by reflection), its Idempotency-Key claims and
+// void marks with odd strings. Bucket 0's are the item's own keys.
+func TestEveryBucketKeyHashesToTheBucketSlot(t *testing.T) {
+	k, _ := NewKeys("seckill")
+	for _, id := range slotTestIDs {
+		for _, n := range []int{1, 3, stock.MaxBuckets} {
+			for _, bk := range AllBuckets(id, n) {
+				bks := k.Bucket(bk)
+				want := Slot(bks.Meta)
+				if bk.B == 0 && want != Slot(k.Item(id)) {
+					t.Errorf("item %d: bucket 0's slot %d, want the item's %d", id, want, Slot(k.Item(id)))
+				}
+				v := reflect.ValueOf(bks)
+				var keys []string
+				for i := 0; i < v.NumField(); i++ {
+					if f := v.Field(i); f.Kind() == reflect.String {
+						keys = append(keys, f.String())
+					}
+				}
+				if len(keys) < 6 {
+					t.Fatalf("BucketKeys: %d string fields, want at least 6: is the reflection broken?", len(keys))
+				}
+				for _, s := range oddStrings {
+					keys = append(keys, bks.Idem(s), bks.void(s))
+				}
+				for _, key := range keys {
+					if got := Slot(key); got != want {
+						t.Errorf("item %d bucket %d/%d: key %q in slot %d, want the bucket's slot %d", id, bk.B, n, key, got, want)
+					}
+				}
+			}
 		}
 	}
 }

@@ -32,6 +32,12 @@ var (
 	repairSrc string
 	//go:embed lua/restock.lua
 	restockSrc string
+	//go:embed lua/moveout.lua
+	moveOutSrc string
+	//go:embed lua/movein.lua
+	moveInSrc string
+	//go:embed lua/adjust.lua
+	adjustSrc string
 
 	reserveScript     = redis.NewScript(admitSrc + reserveSrc)
 	handBackScript    = redis.NewScript(handBackSrc)
@@ -41,6 +47,9 @@ var (
 	releaseScript     = redis.NewScript(releaseSrc)
 	repairScript      = redis.NewScript(repairSrc)
 	restockScript     = redis.NewScript(restockSrc)
+	moveOutScript     = redis.NewScript(moveOutSrc)
+	moveInScript      = redis.NewScript(moveInSrc)
+	adjustScript      = redis.NewScript(adjustSrc)
 )
 
 // ReserveScript is the reserve script, for tests that catch it in flight.

@@ -163,10 +163,10 @@ func TestReserveAfterItsHandBackTakesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		const orderID = "01a20000-0000-7000-8000-000000000001"
-		if back, err := s.lua.handBackNow(ctx, it.ID, "Bob", orderID, ""); err != nil || back {
+		if back, err := s.lua.handBackNow(ctx, gate.Single(it.ID), "Bob", orderID, ""); err != nil || back {
 			t.Fatalf("hand-back before the reserve: got %v, %v; want false, nil", back, err)
 		}
-		if _, err := s.lua.reserve(ctx, it, "Bob", orderID); !errors.Is(err, stock.ErrUnavailable) {
+		if _, err := s.lua.reserve(ctx, gate.Single(it.ID), "Bob", orderID); !errors.Is(err, stock.ErrUnavailable) {
 			t.Errorf("reserve after its hand-back: got %v, want ErrUnavailable", err)
 		}
 		if l := readLedger(t, s, rdb, it.ID); l.taken != 0 {

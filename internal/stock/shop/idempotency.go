@@ -25,10 +25,10 @@ const (
 // (Redis 7.0+) claims and reads at once. Redis may lose the binding; the
 // database's UNIQUE(item_id, idempotency_key) still refuses a second order
 // under one key.
-func (s *Service) claim(ctx context.Context, req stock.OrderRequest) (state, orderID string, err error) {
+func (s *Service) claim(ctx context.Context, it *stock.Item, req stock.OrderRequest) (state, orderID string, err error) {
 	var cmd *redis.StatusCmd
 	if err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
-		cmd = p.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+		cmd = p.SetArgs(ctx, s.idemKey(it, req.IdempotencyKey), req.UserID+"|",
 			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
 	}, nil); err != nil { // an abandoned claim leaves the key pending: its retry goes on
 		return "", "", gate.Error("claim idempotency key", err)
@@ -63,20 +63,33 @@ func claimState(prev string, err error, userID string) (state, orderID string, _
 func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
 	var claim *redis.StatusCmd
 	var reserved *redis.BoolCmd
+	var marked *redis.IntCmd
 	err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
-		claim = p.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|",
+		claim = p.SetArgs(ctx, s.idemKey(it, req.IdempotencyKey), req.UserID+"|",
 			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+		marked = p.Exists(ctx, s.claimsMark(it, req.IdempotencyKey))
 		if s.strategy(it.Strategy).reservesFirst() {
-			reserved = p.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
+			reserved = p.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
 		}
 	}, nil)
+	if err == nil {
+		err = marked.Err()
+	}
 	if err == nil && reserved != nil {
 		err = reserved.Err()
 	}
 	if err != nil {
 		return nil, false, gate.Error("claim idempotency key", err)
 	}
-	state, orderID, err := claimState(claim.Val(), claim.Err(), req.UserID)
+	prev, prevErr := claim.Val(), claim.Err()
+	if errors.Is(prevErr, redis.Nil) && marked.Val() == 0 {
+		// No claim, and Redis lost the claims: the database may have
+		// this key's order.
+		if prev, prevErr = s.recoverClaim(ctx, it, req); prevErr == nil && prev == "" {
+			prevErr = redis.Nil
+		}
+	}
+	state, orderID, err := claimState(prev, prevErr, req.UserID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -95,8 +108,8 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.Or
 
 // settle records the order placed under a key, so replays are answered
 // without running the strategy again. Losing it only makes replays slower.
-func (s *Service) settle(ctx context.Context, req stock.OrderRequest, orderID string) {
-	err := s.rdb.SetArgs(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey), req.UserID+"|"+orderID,
+func (s *Service) settle(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string) {
+	err := s.rdb.SetArgs(ctx, s.idemKey(it, req.IdempotencyKey), req.UserID+"|"+orderID,
 		redis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		s.cfg.Logger.WarnContext(ctx, "idempotency key not settled", "item", req.ItemID, "err", err)
@@ -120,15 +133,23 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 		// gate, holds a reservation whose write may be in flight. One round
 		// trip asks both.
 		pipe := s.rdb.Pipeline()
-		claim := pipe.Get(ctx, s.keys.Idem(req.ItemID, req.IdempotencyKey))
+		claim := pipe.Get(ctx, s.idemKey(it, req.IdempotencyKey))
+		marked := pipe.Exists(ctx, s.claimsMark(it, req.IdempotencyKey))
 		var reserved *redis.BoolCmd
 		if s.strategy(it.Strategy).reservesFirst() {
-			reserved = pipe.HExists(ctx, s.keys.Buyers(req.ItemID), req.UserID)
+			reserved = pipe.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil
 		}
-		if user, id, _ := strings.Cut(claim.Val(), "|"); user == req.UserID && id != "" {
+		prev := claim.Val()
+		if _, id, _ := strings.Cut(prev, "|"); id == "" && marked.Val() == 0 {
+			// Redis lost the claims: the database may have this key's order.
+			if p, err := s.recoverClaim(ctx, it, req); err == nil {
+				prev = p
+			}
+		}
+		if user, id, _ := strings.Cut(prev, "|"); user == req.UserID && id != "" {
 			if o, err := s.store.Order(ctx, id); err == nil {
 				return o
 			}
@@ -165,4 +186,24 @@ func (s *Service) replay(ctx context.Context, req stock.OrderRequest, wait bool)
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
+}
+
+// buyersKey is the buyers hash that holds userID's reservation of it: its
+// home bucket's.
+func (s *Service) buyersKey(it *stock.Item, userID string) string {
+	if it.Buckets <= 1 {
+		return s.keys.Buyers(it.ID)
+	}
+	return s.keys.Bucket(gate.HomeBucket(it.ID, it.Buckets, userID)).Buyers
+}
+
+// idemKey is the Redis key of an Idempotency-Key of it. On an item with
+// several buckets it lives in the bucket the key picks (the same for every
+// user, so a key reused by another user is still found), which spreads the
+// claims over the buckets' slots.
+func (s *Service) idemKey(it *stock.Item, key string) string {
+	if it.Buckets <= 1 {
+		return s.keys.Idem(it.ID, key)
+	}
+	return s.keys.Bucket(gate.PickBucket(it.ID, it.Buckets, key)).Idem(key)
 }

@@ -89,7 +89,11 @@ func (s *Service) readView(ctx context.Context, id int64) (*viewEntry, error) {
 	if s.strategy(it.Strategy).Gated() {
 		// A Redis failure falls back to the database: the page stays up
 		// while orders answer 503 (no gate lets anything be sold then).
-		if left, ok, err := s.gate.Remaining(ctx, id); err == nil && ok {
+		if it.Buckets > 1 {
+			if bv, err := s.gate.ReadBuckets(ctx, id, it.Buckets, false); err == nil && bv.Present {
+				v.Remaining, found = bv.Free, true
+			}
+		} else if left, ok, err := s.gate.Remaining(ctx, id); err == nil && ok {
 			v.Remaining, found = left, true
 		}
 	}

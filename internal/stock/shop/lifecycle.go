@@ -326,5 +326,6 @@ func (s *Service) sweep(ctx context.Context) error {
 	now := time.Now()
 	_, err1 := s.ExpireDue(ctx, now)
 	_, err2 := s.ReturnStock(ctx, now.Add(-returnGrace))
-	return errors.Join(err1, err2)
+	_, err3 := s.FinishMoves(ctx, now.Add(-moveGrace))
+	return errors.Join(err1, err2, err3)
 }

@@ -54,12 +54,20 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 // sold out with one GET: the key may name an order its user placed before.
 func (s *Service) soldOutAsync(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
 	var cmd *redis.StringCmd
+	var marked *redis.IntCmd
 	if err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
-		cmd = p.Get(ctx, s.keys.Idem(it.ID, req.IdempotencyKey))
+		cmd = p.Get(ctx, s.idemKey(it, req.IdempotencyKey))
+		marked = p.Exists(ctx, s.claimsMark(it, req.IdempotencyKey))
 	}, nil); err != nil {
 		return nil, false, gate.Error("read idempotency key", err)
 	}
 	prev, err := cmd.Result()
+	if errors.Is(err, redis.Nil) && marked.Err() == nil && marked.Val() == 0 {
+		// Redis lost the claims: the database may have this key's order.
+		if prev, err = s.recoverClaim(ctx, it, req); err == nil && prev == "" {
+			err = redis.Nil
+		}
+	}
 	if errors.Is(err, redis.Nil) {
 		return nil, false, stock.ErrSoldOut
 	}

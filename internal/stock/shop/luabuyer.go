@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/gate"
@@ -32,6 +34,8 @@ type luaBuyer struct {
 	// belongs to a writer that died between the gate and the commit (see
 	// orphanWindow).
 	orphanAfter time.Duration
+
+	building singleflight.Group // one rebuild of an item's buckets at a time here
 
 	// Hand-backs that failed (Redis down), and writes whose outcome is
 	// unknown, are settled in the background by goroutines that Close stops
@@ -64,16 +68,17 @@ func orphanWindow(requestTimeout time.Duration) time.Duration {
 
 // Buy reserves a unit in Redis, then writes the order.
 func (g *luaBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
-	stockSeen, err := g.reserve(ctx, it, req.UserID, orderID)
+	home := gate.HomeBucket(it.ID, it.Buckets, req.UserID)
+	stockSeen, err := g.reserve(ctx, home, req.UserID, orderID)
 	var dup *gate.DupError
 	if errors.As(err, &dup) && g.orphaned(ctx, dup.OrderID) {
 		// The process that reserved for this user died before writing.
 		// Give the unit back and try again, once.
-		if _, err := g.handBackNow(ctx, it.ID, req.UserID, dup.OrderID, ""); err != nil {
+		if _, err := g.handBackNow(ctx, home, req.UserID, dup.OrderID, ""); err != nil {
 			return nil, err
 		}
 		g.log.WarnContext(ctx, "orphaned reservation handed back", "item", it.ID, "user", req.UserID, "order", dup.OrderID)
-		stockSeen, err = g.reserve(ctx, it, req.UserID, orderID)
+		stockSeen, err = g.reserve(ctx, home, req.UserID, orderID)
 	}
 	if err != nil {
 		return nil, err
@@ -84,33 +89,53 @@ func (g *luaBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderReque
 	case err == nil:
 		return o, nil
 	case errors.Is(err, store.ErrMaybeCommitted):
-		g.resolve(it.ID, req.UserID, orderID)
+		g.resolve(home, req.UserID, orderID)
 	case errors.Is(err, stock.ErrSoldOut):
-		g.handBack(ctx, it.ID, req.UserID, orderID, stockSeen)
+		g.handBack(ctx, home, req.UserID, orderID, stockSeen)
 	default:
-		g.handBack(ctx, it.ID, req.UserID, orderID, "")
+		g.handBack(ctx, home, req.UserID, orderID, "")
 	}
 	return nil, err
 }
 
-// reserve runs the gate script and returns the gate's stock it saw. If ctx
-// ends while the script is in flight, the script may still reserve a unit
-// that nobody will write: it is handed back once the script has answered
-// (the hand-back only takes back a reservation of this very order id).
-func (g *luaBuyer) reserve(ctx context.Context, it *stock.Item, userID, orderID string) (string, error) {
-	abandoned := func() { g.handBack(context.Background(), it.ID, userID, orderID, "") }
-	for attempt := 0; ; attempt++ {
-		seen, err := g.gate.Reserve(ctx, it.ID, userID, orderID, time.Now(), abandoned)
+// reserveRounds bounds the reserve attempts of one order on an item with
+// several buckets, each after its home bucket was found empty and units
+// were moved there (someone else may take them first).
+const reserveRounds = 32
+
+// reserve runs the gate script in the user's home bucket and returns the
+// bucket's stock it saw. If ctx ends while the script is in flight, the
+// script may still reserve a unit that nobody will write: it is handed
+// back once the script has answered (the hand-back only takes back a
+// reservation of this very order id). On an item with several buckets an
+// empty home bucket is refilled from the others (gate.Rebalance), and the
+// answer is sold out only when every bucket was found empty at once.
+func (g *luaBuyer) reserve(ctx context.Context, home gate.Bucket, userID, orderID string) (string, error) {
+	abandoned := func() { g.handBack(context.Background(), home, userID, orderID, "") }
+	built := false
+	for round := 0; round < reserveRounds; round++ {
+		seen, err := g.gate.Reserve(ctx, home, userID, orderID, time.Now(), abandoned)
+		if home.K > 1 && errors.Is(err, stock.ErrSoldOut) {
+			var soldOut bool
+			if soldOut, err = g.gate.Rebalance(ctx, home.Item, home.K, home.B); err == nil {
+				if soldOut {
+					return "", stock.ErrSoldOut
+				}
+				continue
+			}
+		}
 		if !errors.Is(err, gate.ErrMissing) {
 			return seen, err
 		}
-		if attempt > 0 {
-			return "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, stock.ErrUnavailable)
+		if built {
+			return "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", home.Item, stock.ErrUnavailable)
 		}
-		if err := g.buildGate(ctx, it.ID); err != nil {
+		built = true
+		if err := g.buildGate(ctx, home.Item); err != nil {
 			return "", err
 		}
 	}
+	return "", fmt.Errorf("item %d: its buckets kept emptying while units were moved to this buyer's; try again: %w", home.Item, stock.ErrUnavailable)
 }
 
 // buildGate creates the item's gate from the database if it is missing: at
@@ -125,6 +150,9 @@ func (g *luaBuyer) buildGate(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
+	if it.Buckets > 1 {
+		return g.buildBuckets(ctx, id)
+	}
 	created, err := g.gate.Build(ctx, it, cancelled)
 	if err != nil {
 		return err
@@ -133,6 +161,56 @@ func (g *luaBuyer) buildGate(ctx context.Context, id int64) error {
 		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold, "cancelled", len(cancelled))
 	}
 	return nil
+}
+
+// buildBuckets rebuilds every bucket of an item with several buckets from
+// the database, unless all are there: a bucket lost alone is not rebuilt
+// alone (what it held is not known without the others, which keep
+// selling), so the whole item is. It holds the item's row lock: no order
+// commits meanwhile (its UPDATE waits), and a concurrent rebuilder waits,
+// then finds every bucket there. Reservations in flight in the surviving
+// buckets are kept and counted (gate.BuildBuckets); those the lost bucket
+// held are lost with it (as after any Redis loss): the database's
+// conditional UPDATE refuses any excess.
+func (g *luaBuyer) buildBuckets(ctx context.Context, id int64) error {
+	_, err, _ := g.building.Do(strconv.FormatInt(id, 10), func() (any, error) {
+		return nil, g.store.WithItemLocked(ctx, id, func(ctx context.Context, locked *store.LockedItem) error {
+			_, err := g.rebuildBucketsLocked(ctx, locked, nil)
+			return err
+		})
+	})
+	return err
+}
+
+// rebuildBucketsLocked rebuilds every bucket of the item whose row lock
+// is held: when one is missing, or, with seen (a reconcile's repair), when
+// the buckets' taken units and buyers are still as seen. It reports
+// whether it rebuilt them.
+func (g *luaBuyer) rebuildBucketsLocked(ctx context.Context, locked *store.LockedItem, seen *gate.BucketsView) (bool, error) {
+	snap, err := locked.Buyers(ctx)
+	if err != nil {
+		return false, err
+	}
+	id, k := locked.ID, snap.Item.Buckets
+	if seen == nil {
+		if all, err := g.gate.ExistsAll(ctx, id, k); err != nil || all {
+			return false, err
+		}
+	} else {
+		now, err := g.gate.ReadBuckets(ctx, id, k, true)
+		if err != nil {
+			return false, err
+		}
+		if now.Taken != seen.Taken || len(now.Buyers) != len(seen.Buyers) || now.Stock != seen.Stock {
+			return false, nil
+		}
+	}
+	if err := g.gate.BuildBuckets(ctx, snap.Item, snap.Users, snap.Done, snap.Cancelled); err != nil {
+		return false, err
+	}
+	g.log.InfoContext(ctx, "gate buckets rebuilt from database", "item", id, "buckets", k,
+		"stock", snap.Item.Stock, "sold", snap.Item.Sold, "cancelled", len(snap.Cancelled))
+	return true, nil
 }
 
 // orphaned reports whether the reservation for orderID is old enough that
@@ -154,11 +232,12 @@ func (g *luaBuyer) orphaned(ctx context.Context, orderID string) bool {
 // the request's context, which may be what failed: it tries once while ctx
 // has time left (so the user can buy again at once), and otherwise, or when
 // Redis is down too, keeps trying in the background for a while.
-func (g *luaBuyer) handBack(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) {
+func (g *luaBuyer) handBack(ctx context.Context, bk gate.Bucket, userID, orderID, soldOutAt string) {
+	itemID := bk.Item
 	try := func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		back, err := g.handBackNow(ctx, itemID, userID, orderID, soldOutAt)
+		back, err := g.handBackNow(ctx, bk, userID, orderID, soldOutAt)
 		if back && soldOutAt == "" && g.returned != nil {
 			g.returned(ctx, itemID)
 		}
@@ -208,7 +287,8 @@ func (g *luaBuyer) handBack(ctx context.Context, itemID int64, userID, orderID, 
 // unit is handed back. "Not there" must be heard twice, a second apart: a
 // commit held in a stalled connection reaches the database when it heals,
 // at about the moment the first question does.
-func (g *luaBuyer) resolve(itemID int64, userID, orderID string) {
+func (g *luaBuyer) resolve(bk gate.Bucket, userID, orderID string) {
+	itemID := bk.Item
 	g.retries.Add(1)
 	go func() {
 		defer g.retries.Done()
@@ -230,7 +310,7 @@ func (g *luaBuyer) resolve(itemID int64, userID, orderID string) {
 				return
 			case errors.Is(err, stock.ErrNotFound):
 				if absent++; absent == 2 {
-					g.handBack(context.Background(), itemID, userID, orderID, "")
+					g.handBack(context.Background(), bk, userID, orderID, "")
 					return
 				}
 				delay = time.Second
@@ -245,8 +325,8 @@ func (g *luaBuyer) resolve(itemID int64, userID, orderID string) {
 
 // handBackNow runs the hand-back once and reports whether the unit went
 // back to the gate.
-func (g *luaBuyer) handBackNow(ctx context.Context, itemID int64, userID, orderID, soldOutAt string) (bool, error) {
-	return g.gate.HandBack(ctx, itemID, userID, orderID, soldOutAt)
+func (g *luaBuyer) handBackNow(ctx context.Context, bk gate.Bucket, userID, orderID, soldOutAt string) (bool, error) {
+	return g.gate.HandBack(ctx, bk, userID, orderID, soldOutAt)
 }
 
 // Close finishes queued writes, then stops hand-back retries and waits.

@@ -63,8 +63,12 @@ func (s *Service) Reconcile(ctx context.Context, id int64, repair bool) (*stock.
 		case len(plan.orphans) > 0:
 			// Hand orphaned reservations back (exact, idempotent), then
 			// look again.
+			it, err := s.routing(ctx, id)
+			if err != nil {
+				return nil, err
+			}
 			for user, oid := range plan.orphans {
-				if _, err := s.gate.HandBack(ctx, id, user, oid, ""); err != nil {
+				if _, err := s.gate.HandBack(ctx, gate.HomeBucket(id, it.Buckets, user), user, oid, ""); err != nil {
 					return nil, err
 				}
 			}
@@ -101,6 +105,7 @@ type repairPlan struct {
 	removeBuyers map[string]string // user -> order id to remove if unchanged
 	orphans      map[string]string // lua: user -> order id to hand back
 	released     []string          // cancelled order ids: their units are back
+	buckets      gate.BucketsView  // an item with several buckets, as read
 }
 
 func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconciliation, repairPlan, error) {
@@ -123,17 +128,17 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 
 	// Redis first, in one MULTI, then the database: an order that moves
 	// from one to the other meanwhile is seen at least once, counted once.
-	var meta, buyers *redis.MapStringStringCmd
-	var queued, dead *redis.XMessageSliceCmd
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HGetAll(ctx, s.keys.Meta(id))
-		buyers = p.HGetAll(ctx, s.keys.Buyers(id))
-		queued = p.XRange(ctx, s.keys.Stream(id), "-", "+")
-		dead = p.XRange(ctx, s.keys.Dead(id), "-", "+")
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, plan, gate.Error("read gate", err)
+	// (An item with several buckets is read bucket by bucket; see
+	// bucketsSeen.)
+	var seen redisSeen
+	var m map[string]string
+	if it.Buckets > 1 {
+		m, err = s.bucketsSeen(ctx, it, &seen, &plan)
+	} else {
+		m, err = s.gateSeen(ctx, id, &seen)
+	}
+	if err != nil {
+		return nil, plan, err
 	}
 	snap, err := s.store.BuyersSnapshot(ctx, id)
 	if err != nil {
@@ -143,10 +148,9 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	checkDB(r)
 	plan.released = snap.Cancelled
 
-	m := meta.Val()
 	r.GatePresent = len(m) > 0
-	r.Buyers = int64(len(buyers.Val()))
-	r.Queued, r.DeadLetters = int64(len(queued.Val())), int64(len(dead.Val()))
+	r.Buyers = int64(len(seen.buyers))
+	r.Queued, r.DeadLetters = seen.queued, seen.dead
 	plan.takenRaw, plan.buyersLen, plan.queuedLen = m["taken"], r.Buyers, r.Queued
 	if !r.GatePresent {
 		r.Drift = append(r.Drift, "the gate is missing in Redis (lost data?); the next order rebuilds it")
@@ -162,7 +166,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	for u, o := range snap.Users {
 		want[u] = o
 	}
-	inFlight := strat.inFlight(id, redisSeen{buyers: buyers.Val(), entries: append(queued.Val(), dead.Val()...)}, snap, want, r, &plan)
+	inFlight := strat.inFlight(id, seen, snap, want, r, &plan)
 	r.ExpectedTaken = r.Sold + inFlight + r.Orphaned
 
 	if r.GateStock != r.Stock {
@@ -178,7 +182,7 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	if r.SoldOutMark && r.ExpectedTaken < r.Stock {
 		r.Drift = append(r.Drift, fmt.Sprintf("the gate is marked sold out, but %d units are left", r.Stock-r.ExpectedTaken))
 	}
-	have := buyers.Val()
+	have := seen.buyers
 	for u, o := range want {
 		if have[u] != o {
 			plan.setBuyers[u] = o
@@ -201,6 +205,50 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 	return r, plan, nil
 }
 
+// gateSeen reads an item's one gate, its buyers and its queue in one
+// MULTI.
+func (s *Service) gateSeen(ctx context.Context, id int64, seen *redisSeen) (map[string]string, error) {
+	var meta, buyers *redis.MapStringStringCmd
+	var queued, dead *redis.XMessageSliceCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		meta = p.HGetAll(ctx, s.keys.Meta(id))
+		buyers = p.HGetAll(ctx, s.keys.Buyers(id))
+		queued = p.XRange(ctx, s.keys.Stream(id), "-", "+")
+		dead = p.XRange(ctx, s.keys.Dead(id), "-", "+")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, gate.Error("read gate", err)
+	}
+	seen.buyers = buyers.Val()
+	seen.entries = append(queued.Val(), dead.Val()...)
+	seen.queued, seen.dead = int64(len(queued.Val())), int64(len(dead.Val()))
+	return meta.Val(), nil
+}
+
+// bucketsSeen reads every bucket of an item with several buckets and
+// sums them into the fields of one gate: stock (with units in moves under
+// way), taken, a sold-out mark when marks leave no unit free. The buckets
+// cannot be read in one MULTI (different slots); a reconcile of such an
+// item under load can report drift that is only orders moving, and its
+// repair (a rebuild of every bucket) is for a quiet item.
+func (s *Service) bucketsSeen(ctx context.Context, it *stock.Item, seen *redisSeen, plan *repairPlan) (map[string]string, error) {
+	v, err := s.gate.ReadBuckets(ctx, it.ID, it.Buckets, true)
+	if err != nil {
+		return nil, err
+	}
+	seen.buyers = v.Buyers
+	plan.buckets = v
+	if !v.Present {
+		return nil, nil
+	}
+	m := map[string]string{"stock": strconv.FormatInt(v.Stock, 10), "taken": strconv.FormatInt(v.Taken, 10)}
+	if v.Free == 0 && v.Taken < v.Stock {
+		m["soldout"] = m["stock"]
+	}
+	return m, nil
+}
+
 func fillDB(r *stock.Reconciliation, snap store.Buyers) {
 	r.Stock, r.Sold, r.Orders, r.FailedOrders = snap.Item.Stock, snap.Item.Sold, snap.Live, snap.Failed
 }
@@ -220,6 +268,10 @@ func (s *Service) applyRepair(ctx context.Context, r *stock.Reconciliation, plan
 	err = s.store.WithItemLocked(ctx, r.ItemID, func(ctx context.Context, locked *store.LockedItem) error {
 		units, err := locked.Stock(ctx)
 		if err != nil {
+			return err
+		}
+		if plan.buckets.PerBucket != nil {
+			repaired, err = s.lua.rebuildBucketsLocked(ctx, locked, &plan.buckets)
 			return err
 		}
 		repaired, err = s.runRepair(ctx, r, plan, units)

@@ -35,9 +35,14 @@ type Service struct {
 	// (strategy, sale window), so an order costs no database read to route.
 	items   sync.Map // int64 -> *Item
 	loading singleflight.Group
-	soldOut gate.Memo
-	events  *gate.Events
-	views   itemViews
+	// restoring shares one restore of an item's claims (restoreClaims).
+	restoring singleflight.Group
+	soldOut   gate.Memo
+	events    *gate.Events
+	views     itemViews
+	// bucketed lists the items with several buckets seen here (the
+	// sweeper finishes their moves).
+	bucketed bucketItems
 
 	sweeper   sync.WaitGroup
 	stopSweep context.CancelFunc
@@ -104,11 +109,14 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 	if in.Strategy == "" {
 		in.Strategy = s.cfg.DefaultStrategy
 	}
+	if in.Buckets == 0 {
+		in.Buckets = 1
+	}
 	if err := stock.ValidateNewItem(in); err != nil {
 		return nil, err
 	}
 	it := &stock.Item{Name: in.Name, PriceCents: in.PriceCents, Stock: in.Stock, Strategy: in.Strategy,
-		StartsAt: in.StartsAt, EndsAt: in.EndsAt}
+		Buckets: in.Buckets, StartsAt: in.StartsAt, EndsAt: in.EndsAt}
 	if err := s.store.CreateItem(ctx, it); err != nil {
 		return nil, err
 	}
@@ -117,7 +125,12 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 	if err := s.lua.buildGate(ctx, it.ID); err != nil {
 		s.cfg.Logger.WarnContext(ctx, "gate not seeded at creation; the first order will seed it", "item", it.ID, "err", err)
 	}
+	if err := s.markClaims(ctx, it); err != nil {
+		// The first sold-out replay without a claim restores and marks.
+		s.cfg.Logger.WarnContext(ctx, "idempotency claims not marked at creation", "item", it.ID, "err", err)
+	}
 	s.strategy(it.Strategy).created(it)
+	s.bucketed.add(it)
 	return it, nil
 }
 
@@ -153,9 +166,12 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 	}
 	strat := s.strategy(it.Strategy)
 	if strat.Gated() {
-		if err := s.ensureGate(ctx, strat, it.ID); err != nil {
+		if err := s.ensureGate(ctx, strat, it); err != nil {
 			return nil, nil, err
 		}
+	}
+	if it.Buckets > 1 {
+		return s.setStockBuckets(ctx, it, n)
 	}
 	touched := false
 	old, updated, err := s.store.SetStock(ctx, id, n, func(old *stock.Item) (err error) {
@@ -180,11 +196,11 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 
 // ensureGate rebuilds an item's gate if Redis lost it, the way its
 // strategy needs.
-func (s *Service) ensureGate(ctx context.Context, strat Strategy, id int64) error {
-	if built, err := s.gate.Exists(ctx, id); err != nil || built {
+func (s *Service) ensureGate(ctx context.Context, strat Strategy, it *stock.Item) error {
+	if built, err := s.gate.ExistsAll(ctx, it.ID, it.Buckets); err != nil || built {
 		return err
 	}
-	return strat.BuildGate(ctx, id)
+	return strat.BuildGate(ctx, it.ID)
 }
 
 // syncGateStock writes the database's stock to the item's gate, holding
@@ -235,7 +251,7 @@ func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.Order
 	state := ""
 	if req.IdempotencyKey != "" {
 		var prevID string
-		if state, prevID, err = s.claim(ctx, req); err != nil {
+		if state, prevID, err = s.claim(ctx, it, req); err != nil {
 			return nil, false, err
 		}
 		if state == claimDone {
@@ -252,7 +268,7 @@ func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.Order
 	}
 	var committed func(*stock.Order)
 	if req.IdempotencyKey != "" {
-		committed = func(o *stock.Order) { s.settle(ctx, req, o.ID) }
+		committed = func(o *stock.Order) { s.settle(ctx, it, req, o.ID) }
 	}
 	gen := s.soldOut.Generation(it.ID)
 	if s.soldOut.SoldOut(it.ID) {
@@ -313,6 +329,7 @@ func (s *Service) routing(ctx context.Context, id int64) (*stock.Item, error) {
 			return nil, err
 		}
 		s.items.Store(id, it)
+		s.bucketed.add(it)
 		return it, nil
 	})
 	if err != nil {

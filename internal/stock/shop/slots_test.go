@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -30,8 +31,11 @@ func TestEveryCommandTouchesOneSlot(t *testing.T) {
 	s := newTestService(t, b, Config{Queue: queue.Config{Writers: 1}}, rdb)
 	// lua-async twice: the writers then read two items' streams.
 	for _, strategy := range append(stock.Strategies, stock.StrategyLuaAsync) {
-		t.Run(string(strategy), func(t *testing.T) { everyPath(t, b, s, strategy) })
+		t.Run(string(strategy), func(t *testing.T) { everyPath(t, b, s, strategy, 1) })
 	}
+	// A lua item over 3 gate buckets: each bucket has a slot of its own,
+	// and each command still touches one.
+	t.Run("lua/buckets=3", func(t *testing.T) { everyPath(t, b, s, stock.StrategyLua, 3) })
 	if v := check.Violations(); len(v) > 0 {
 		t.Errorf("%d commands whose keys span slots (CROSSSLOT on a Redis Cluster):\n%s", len(v), strings.Join(dedupe(v), "\n"))
 	}
@@ -40,10 +44,11 @@ func TestEveryCommandTouchesOneSlot(t *testing.T) {
 	}
 }
 
-// everyPath drives one item of strategy through the service's paths.
-func everyPath(t *testing.T, b testenv.Backend, s *Service, strategy stock.StrategyName) {
+// everyPath drives one item of strategy over buckets gate buckets through
+// the service's paths.
+func everyPath(t *testing.T, b testenv.Backend, s *Service, strategy stock.StrategyName, buckets int) {
 	ctx := context.Background()
-	it, err := s.CreateItem(ctx, stock.NewItem{Name: "slots", Stock: 3, Strategy: strategy})
+	it, err := s.CreateItem(ctx, stock.NewItem{Name: "slots", Stock: 3, Strategy: strategy, Buckets: buckets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +87,9 @@ func everyPath(t *testing.T, b testenv.Backend, s *Service, strategy stock.Strat
 	// Redis loses the item's keys (not through the checked client: the
 	// loss is the test's, not the service's): the next order rebuilds.
 	testenv.DeleteKeys(t, b.Universal(t), fmt.Sprintf("%s:{item:%d}*", b.KeyPrefix, it.ID))
+	for _, bk := range gate.AllBuckets(it.ID, buckets) {
+		testenv.DeleteKeys(t, b.Universal(t), strings.TrimSuffix(s.keys.Bucket(bk).Meta, ":meta")+":*")
+	}
 	order("u5", "k5")
 	order("u2", "}{") // a replay after the loss
 	order("u6", "")

@@ -50,8 +50,9 @@ type Strategy interface {
 
 // redisSeen is what Reconcile read of an item in Redis.
 type redisSeen struct {
-	buyers  map[string]string
-	entries []redis.XMessage // the queue's and the dead letters'
+	buyers       map[string]string
+	entries      []redis.XMessage // the queue's and the dead letters'
+	queued, dead int64
 }
 
 // strategy is the Strategy of items of kind name (validated on creation).
@@ -218,9 +219,16 @@ func (u unknownStrategy) inFlight(int64, redisSeen, store.Buyers, map[string]str
 // database first, which counts the order if it was cancelled before the build's
 // snapshot; the release then finds it counted. It reports whether this
 // call took the unit back.
+//
+// On an item with several buckets the unit goes to the bucket the order
+// id picks (gate.ReleaseBucket), whose released set remembers it.
 func (s *Service) release(ctx context.Context, itemID int64, orderID string, build func(context.Context, int64) error) (bool, error) {
+	it, err := s.routing(ctx, itemID)
+	if err != nil {
+		return false, err
+	}
 	for attempt := 0; ; attempt++ {
-		back, err := s.gate.Release(ctx, itemID, orderID)
+		back, err := s.gate.Release(ctx, itemID, it.Buckets, orderID)
 		if !errors.Is(err, gate.ErrMissing) {
 			return back, err
 		}

@@ -19,6 +19,7 @@ type itemRow struct {
 	Stock      int64
 	Sold       int64
 	Strategy   stock.StrategyName
+	Buckets    int
 	LockFence  int64
 	StartsAt   *time.Time
 	EndsAt     *time.Time
@@ -31,7 +32,7 @@ func (itemRow) TableName() string { return "items" }
 func (r *itemRow) item() *stock.Item {
 	return &stock.Item{
 		ID: r.ID, Name: r.Name, PriceCents: r.PriceCents, Stock: r.Stock, Sold: r.Sold,
-		Strategy: r.Strategy, StartsAt: utcPtr(r.StartsAt), EndsAt: utcPtr(r.EndsAt),
+		Strategy: r.Strategy, Buckets: max(1, r.Buckets), StartsAt: utcPtr(r.StartsAt), EndsAt: utcPtr(r.EndsAt),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }
@@ -40,7 +41,7 @@ func (r *itemRow) item() *stock.Item {
 func (s *Store) CreateItem(ctx context.Context, it *stock.Item) error {
 	now := Now()
 	row := itemRow{Name: it.Name, PriceCents: it.PriceCents, Stock: it.Stock, Strategy: it.Strategy,
-		StartsAt: utcPtr(it.StartsAt), EndsAt: utcPtr(it.EndsAt), CreatedAt: now, UpdatedAt: now}
+		Buckets: max(1, it.Buckets), StartsAt: utcPtr(it.StartsAt), EndsAt: utcPtr(it.EndsAt), CreatedAt: now, UpdatedAt: now}
 	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
 		return dbError("create item", err)
 	}
@@ -88,12 +89,12 @@ func (s *Store) ItemsSoldBy(ctx context.Context, strategy stock.StrategyName) ([
 // an error from it rolls the change back.
 func (s *Store) SetStock(ctx context.Context, id, n int64, locked func(old *stock.Item) error) (before, after *stock.Item, err error) {
 	err = s.inTx(ctx, nil, func(tx *sql.Tx) error {
-		q := "SELECT name, price_cents, stock, sold, strategy, starts_at, ends_at, created_at, updated_at FROM items WHERE id = ?"
+		q := "SELECT name, price_cents, stock, sold, strategy, buckets, starts_at, ends_at, created_at, updated_at FROM items WHERE id = ?"
 		if !s.sqlite {
 			q += " FOR UPDATE"
 		}
 		row := itemRow{ID: id}
-		err := tx.QueryRowContext(ctx, q, id).Scan(&row.Name, &row.PriceCents, &row.Stock, &row.Sold, &row.Strategy,
+		err := tx.QueryRowContext(ctx, q, id).Scan(&row.Name, &row.PriceCents, &row.Stock, &row.Sold, &row.Strategy, &row.Buckets,
 			&row.StartsAt, &row.EndsAt, &row.CreatedAt, &row.UpdatedAt)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("item %d: %w", id, stock.ErrNotFound)

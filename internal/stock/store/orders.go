@@ -235,6 +235,29 @@ func (s *Store) OrderOf(ctx context.Context, itemID int64, userID string) (*stoc
 	return row.order(), key, nil
 }
 
+// KeyedOrder is an order placed under an Idempotency-Key.
+type KeyedOrder struct {
+	ID, UserID, Key string
+	CreatedAt       time.Time
+}
+
+// KeyedOrders lists item itemID's orders placed under an Idempotency-Key
+// at or after since, whatever their status (a cancelled order still
+// answers its key).
+func (s *Store) KeyedOrders(ctx context.Context, itemID int64, since time.Time) ([]KeyedOrder, error) {
+	var rows []orderRow
+	err := s.db.WithContext(ctx).Select("id", "user_id", "idempotency_key", "created_at").
+		Where("item_id = ? AND idempotency_key IS NOT NULL AND created_at >= ?", itemID, since.UTC()).Find(&rows).Error
+	if err != nil {
+		return nil, dbError("list keyed orders", err)
+	}
+	out := make([]KeyedOrder, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, KeyedOrder{ID: r.ID, UserID: r.UserID, Key: *r.IdempotencyKey, CreatedAt: r.CreatedAt.UTC()})
+	}
+	return out, nil
+}
+
 func placeholders(n int) string {
 	if n == 0 {
 		return "NULL"

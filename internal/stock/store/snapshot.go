@@ -20,15 +20,15 @@ import (
 func (s *Store) GateSnapshot(ctx context.Context, itemID int64) (it *stock.Item, cancelled []string, err error) {
 	err = s.inTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) error {
 		var r itemRow
-		err := tx.QueryRowContext(ctx, "SELECT id, stock, sold, starts_at, ends_at FROM items WHERE id = ?", itemID).
-			Scan(&r.ID, &r.Stock, &r.Sold, &r.StartsAt, &r.EndsAt)
+		err := tx.QueryRowContext(ctx, "SELECT id, stock, sold, buckets, starts_at, ends_at FROM items WHERE id = ?", itemID).
+			Scan(&r.ID, &r.Stock, &r.Sold, &r.Buckets, &r.StartsAt, &r.EndsAt)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
 		}
 		if err != nil {
 			return dbError("read item", err)
 		}
-		it = &stock.Item{ID: r.ID, Stock: r.Stock, Sold: r.Sold, StartsAt: utcPtr(r.StartsAt), EndsAt: utcPtr(r.EndsAt)}
+		it = &stock.Item{ID: r.ID, Stock: r.Stock, Sold: r.Sold, Buckets: max(1, r.Buckets), StartsAt: utcPtr(r.StartsAt), EndsAt: utcPtr(r.EndsAt)}
 		rows, err := tx.QueryContext(ctx, "SELECT id FROM orders WHERE item_id = ? AND status = ?", itemID, stock.StatusCancelled)
 		if err != nil {
 			return dbError("list cancelled orders", err)
@@ -76,8 +76,8 @@ func (s *Store) BuyersSnapshot(ctx context.Context, id int64) (Buyers, error) {
 func buyersIn(ctx context.Context, tx *sql.Tx, id int64) (b Buyers, err error) {
 	it := &stock.Item{ID: id}
 	var startsAt, endsAt *time.Time
-	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, starts_at, ends_at FROM items WHERE id = ?", id).
-		Scan(&it.Stock, &it.Sold, &it.Strategy, &startsAt, &endsAt)
+	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, buckets, starts_at, ends_at FROM items WHERE id = ?", id).
+		Scan(&it.Stock, &it.Sold, &it.Strategy, &it.Buckets, &startsAt, &endsAt)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return b, fmt.Errorf("item %d: %w", id, stock.ErrNotFound)

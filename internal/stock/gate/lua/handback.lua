@@ -27,6 +27,7 @@ end
 local status = 'kept'
 if redis.call('SADD', released, order) == 1 then
   redis.call('HINCRBY', meta, 'taken', -1)
+  redis.call('HINCRBY', meta, 'moves', 1) -- units came in (see rebalance.go)
   status = 'back'
 end
 if sold_out_at ~= '' then

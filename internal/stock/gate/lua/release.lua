@@ -14,5 +14,6 @@ if redis.call('SADD', released, order) == 0 then
   return {'already'}
 end
 redis.call('HINCRBY', meta, 'taken', -1)
+redis.call('HINCRBY', meta, 'moves', 1) -- units came in (see rebalance.go)
 redis.call('HSET', meta, 'soldout', '')
 return {'released'}

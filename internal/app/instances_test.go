@@ -1,0 +1,52 @@
+package app_test
+
+import (
+	"testing"
+
+	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// sharedBackends are the backends the several-instance tests run on: every
+// instance of a test gets the same one (one database, one key prefix). A
+// Redis Cluster backend is one more line here.
+var sharedBackends = []struct {
+	name string
+	open func(testing.TB) testenv.Backend
+}{
+	{"mariadb", testenv.Real},
+}
+
+// forEachShared runs fn as a subtest on each shared backend.
+func forEachShared(t *testing.T, fn func(t *testing.T, b testenv.Backend)) {
+	t.Helper()
+	for _, sb := range sharedBackends {
+		t.Run(sb.name, func(t *testing.T) { fn(t, sb.open(t)) })
+	}
+}
+
+// startInstances starts n instances of the service on one backend.
+func startInstances(t *testing.T, b testenv.Backend, n int) []*apptest.Client {
+	t.Helper()
+	cs := make([]*apptest.Client, n)
+	for i := range cs {
+		_, cs[i] = apptest.Start(t, b)
+	}
+	return cs
+}
+
+// TestConcurrencyProofThreeInstances: the concurrency proof with its
+// attempts spread round-robin over three instances on one database and one
+// Redis (a user's two attempts, and every replayed key, reach two different
+// instances), for every strategy.
+func TestConcurrencyProofThreeInstances(t *testing.T) {
+	forEachShared(t, func(t *testing.T, b testenv.Backend) {
+		cs := startInstances(t, b, 3)
+		db := b.DB(t)
+		for _, strategy := range apptest.Strategies {
+			t.Run(strategy, func(t *testing.T) {
+				apptest.ProofAcross(t, cs, db, strategy, apptest.ProofSpec{Stock: 100, Users: 1000})
+			})
+		}
+	})
+}
