@@ -139,8 +139,8 @@ wrk_row() {
   spread[$label]=0
   for i in "${!MASTERS[@]}"; do
     local pct dev
-    pct=$(awk -v u="${used[i]}" -v t="$total" 'BEGIN { printf "%.0f", t > 0 ? 100 * u / t : 0 }')
-    dev=$(awk -v u="${used[i]}" -v t="$total" -v n="${#MASTERS[@]}" 'BEGIN { m = t / n; d = m > 0 ? 100 * (u - m) / m : 0; printf "%.0f", d < 0 ? -d : d }')
+    pct=$(awk -v u="${used[i]}" -v t="$total" 'BEGIN { printf "%.0f", (t > 0 ? 100 * u / t : 0) }')
+    dev=$(awk -v u="${used[i]}" -v t="$total" -v n="${#MASTERS[@]}" 'BEGIN { m = t / n; d = (m > 0 ? 100 * (u - m) / m : 0); printf "%.0f", (d < 0 ? -d : d) }')
     share[$label]+="${share[$label]:+ / }${used[i]} s ($pct %)"
     [ "$dev" -gt "${spread[$label]}" ] && spread[$label]=$dev
   done
@@ -151,10 +151,10 @@ wrk_row() {
 per_order_us() { # label what(redis|svc) -> µs of CPU per order
   local n=${orders_of[$1]}
   if [ "$2" = redis ]; then
-    awk -v t="$(cat "$OUT/$1.redis")" -v n="$n" 'BEGIN { printf "%.1f", n > 0 ? t / n * 1e6 : 0 }'
+    awk -v t="$(cat "$OUT/$1.redis")" -v n="$n" 'BEGIN { printf "%.1f", (n > 0 ? t / n * 1e6 : 0) }'
   else
     read -r s0 s1 _ _ <"$OUT/$1.cpu"
-    awk -v a="$s0" -v b="$s1" -v n="$n" 'BEGIN { printf "%.1f", n > 0 ? (b - a) / n * 1e6 : 0 }'
+    awk -v a="$s0" -v b="$s1" -v n="$n" 'BEGIN { printf "%.1f", (n > 0 ? (b - a) / n * 1e6 : 0) }'
   fi
 }
 
@@ -202,7 +202,7 @@ echo "  drained ${orders_of[queued]} orders in $(awk -v a="$t0" -v b="$t1" 'BEGI
 $MYSQL -N -e "ANALYZE TABLE $DB.orders" >/dev/null
 read -r rows bytes < <($MYSQL -N -e "SELECT COUNT(*), (SELECT data_length + index_length FROM information_schema.tables
   WHERE table_schema = '$DB' AND table_name = 'orders') FROM $DB.orders")
-per_row=$(awk -v b="$bytes" -v r="$rows" 'BEGIN { printf "%.0f", r > 0 ? b / r : 0 }')
+per_row=$(awk -v b="$bytes" -v r="$rows" 'BEGIN { printf "%.0f", (r > 0 ? b / r : 0) }')
 
 {
   echo "### $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --short HEAD)"
