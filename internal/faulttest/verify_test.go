@@ -207,7 +207,7 @@ func checkOneOrderPerUser(t *testing.T, as []attempt, counts func(attempt) bool)
 // queueState is an item's stream as Redis has it.
 type queueState struct{ length, pending, dead int64 }
 
-func readQueue(t *testing.T, rdb *redis.Client, k keys) queueState {
+func readQueue(t *testing.T, rdb redis.UniversalClient, k keys) queueState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -233,7 +233,7 @@ func readQueue(t *testing.T, rdb *redis.Client, k keys) queueState {
 // waitDrained polls until the item's stream is empty with nothing pending:
 // every admitted order has been persisted and acknowledged. The test fails
 // after d.
-func waitDrained(t *testing.T, rdb *redis.Client, k keys, d time.Duration) time.Duration {
+func waitDrained(t *testing.T, rdb redis.UniversalClient, k keys, d time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	deadline := start.Add(d)
@@ -250,7 +250,7 @@ func waitDrained(t *testing.T, rdb *redis.Client, k keys, d time.Duration) time.
 }
 
 // checkQueueEmpty checks that nothing is queued, pending or dead-lettered.
-func checkQueueEmpty(t *testing.T, rdb *redis.Client, k keys) {
+func checkQueueEmpty(t *testing.T, rdb redis.UniversalClient, k keys) {
 	t.Helper()
 	if q := readQueue(t, rdb, k); q != (queueState{}) {
 		t.Errorf("queue after the drain: %d entries, %d pending, %d dead letters; want none", q.length, q.pending, q.dead)
@@ -260,7 +260,7 @@ func checkQueueEmpty(t *testing.T, rdb *redis.Client, k keys) {
 // checkGate checks that the item's Redis gate agrees with the database once
 // nothing is queued: it has taken exactly the units sold, and its buyers
 // are exactly the database's users, each with the order id of their row.
-func checkGate(t *testing.T, rdb *redis.Client, k keys, st dbState) {
+func checkGate(t *testing.T, rdb redis.UniversalClient, k keys, st dbState) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -92,6 +92,36 @@ func (c *RedisCluster) AwaitReplicasSynced(d time.Duration) {
 	}
 }
 
+// ReplicaOf is a running replica of the master at addr, or nil.
+func (c *RedisCluster) ReplicaOf(addr string) *RedisServer {
+	for _, s := range c.Nodes {
+		if s.Running() && s.Role() == "slave" && "127.0.0.1:"+infoField(s.info("replication"), "master_port") == addr {
+			return s
+		}
+	}
+	return nil
+}
+
+// Role is the server's replication role: "master", "slave", or the error
+// reading it.
+func (s *RedisServer) Role() string {
+	info := s.info("replication")
+	if r := infoField(info, "role"); r != "" {
+		return r
+	}
+	return info
+}
+
+// infoField is one field of an INFO reply, "" when it has none.
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // info is the node's INFO section, or the error reading it.
 func (s *RedisServer) info(section string) string {
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
