@@ -58,6 +58,21 @@ func TestStartClusterWithReplicas(t *testing.T) {
 	if victim == nil {
 		t.Fatal("no master holds {x}k")
 	}
+	// Replication is asynchronous: kill the master only once its replica
+	// has the write, or the promoted replica rightly lacks it.
+	replica := c.ReplicaOf(victim.Addr())
+	if replica == nil {
+		t.Fatalf("master %s has no replica", victim.Addr())
+	}
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr(), OnConnect: func(ctx context.Context, cn *redis.Conn) error {
+		return cn.ReadOnly(ctx).Err()
+	}})
+	defer rc.Close()
+	for wait := time.Now().Add(10 * time.Second); rc.Get(ctx, "{x}k").Val() != "v"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatalf("replica %s never received the write", replica.Addr())
+		}
+	}
 	victim.Kill()
 	c.AwaitOK(20 * time.Second)
 	deadline := time.Now().Add(20 * time.Second)
