@@ -12,13 +12,24 @@ local meta = KEYS[1]    -- stock, taken, starts, ends, soldout, epoch (the queue
 local buyers = KEYS[2]  -- user id -> order id
 local stream = KEYS[3]  -- the item's order stream
 local marker = KEYS[4]  -- the queued order's marker, in the item's slot (see Keys.Queued)
-local idem = KEYS[5]    -- optional: the Idempotency-Key, "user|order id"
+-- KEYS[5], KEYS[6]: the optional keys, in this order, each given only when
+-- its ARGV flag says so.
 local user = ARGV[1]
 local order = ARGV[2]   -- made before the script, so a rerun after a lost reply finds its own order
 local now = ARGV[3]     -- unix ms
 local key = ARGV[4]     -- '' = none
 local idem_ttl = ARGV[5]   -- seconds
 local marker_ttl = ARGV[6] -- seconds
+local item = ARGV[7]       -- the item id, the index's value
+local idem, index
+local n = 5
+if ARGV[8] == '1' then     -- the Idempotency-Key, "user|order id"
+  idem = KEYS[n]
+  n = n + 1
+end
+if ARGV[9] == '1' then     -- the order's index (Keys.OrderIndex): outside the item's
+  index = KEYS[n]          -- slot, so given only on a single Redis; on a Cluster the
+end                        -- caller sets it after this script
 
 if idem then
   local held = redis.call('GET', idem)
@@ -54,6 +65,9 @@ redis.call('HINCRBY', meta, 'taken', 1)
 redis.call('HSET', buyers, user, order)
 redis.call('XADD', stream, '*', 'o', order, 'u', user, 'k', key, 't', now, 'e', m[6] or '0')
 redis.call('SET', marker, user .. '|' .. now, 'EX', marker_ttl)
+if index then
+  redis.call('SET', index, item, 'EX', marker_ttl)
+end
 if idem then
   redis.call('SET', idem, user .. '|' .. order, 'EX', idem_ttl)
 end
