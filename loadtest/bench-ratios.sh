@@ -151,24 +151,35 @@ for c in $CONNS; do
 done
 
 # Open-loop sweep for lua and lua-async: offered rates from 20 % to 120 % of
-# the closed-loop maximum wrk measured at the first concurrency; the p99 of
-# an acknowledged order at 80 % is the target row. The chart goes to
-# docs/img/ when SWEEP_CHART_DIR says so (default: the output directory).
+# the closed-loop maximum wrk measured at the first concurrency, drawn as a
+# chart (docs/img/ when SWEEP_CHART_DIR says so; default: the output
+# directory). The target row is the p99 of an acknowledged order at 80 % of
+# the open-loop maximum: the most the service achieved in the sweep with
+# the harness as its client (wrk's closed-loop peak is more than the
+# harness, a heavier client on the same cores, can offer), measured in one
+# more open-loop step at exactly that rate.
 first=${CONNS%% *}
 chart_dir=${SWEEP_CHART_DIR:-$OUT}
 declare -A p99at80
+sweep_run() { # strategy rates report output: one sweep; counts a failed verdict
+  SECKILL_ADMIN_TOKEN=$TOKEN "$OUT/loadtest" -url "$B" -dsn "$DSN" -strategies "$1" -sweep "$2" \
+    -sweep-seconds "${SWEEP_SECONDS:-5}" -c 1024 -q -report "$3" >"$4" 2>&1 || { failures=$((failures + 1)); p99at80[$1,verdict]=FAIL; }
+}
 for strategy in lua lua-async; do
   peak=${rps[$strategy,$first]}
   rates=$(awk -v p="$peak" 'BEGIN { for (f = 0.2; f < 1.25; f += 0.2) printf "%s%d", (f > 0.3 ? "," : ""), p * f }')
-  at80=$(awk -v p="$peak" 'BEGIN { printf "%d", p * 0.8 }')
   echo "bench-ratios: open-loop sweep of $strategy at $rates/s" >&2
-  sweep=PASS
-  SECKILL_ADMIN_TOKEN=$TOKEN "$OUT/loadtest" -url "$B" -dsn "$DSN" -strategies "$strategy" -sweep "$rates" \
-    -sweep-seconds "${SWEEP_SECONDS:-5}" -c 1024 -q -report "$chart_dir/sweep-$strategy.svg" >"$OUT/sweep-$strategy.txt" 2>&1 || sweep=FAIL
-  [ $sweep = PASS ] || failures=$((failures + 1))
-  p99at80[$strategy]=$(awk -F' [|] ' -v r="$at80" '$2 == r { print $7 }' "$OUT/sweep-$strategy.txt")
+  p99at80[$strategy,verdict]=PASS
+  f="$OUT/sweep-$strategy.txt"
+  sweep_run "$strategy" "$rates" "$chart_dir/sweep-$strategy.svg" "$f"
+  max=$(awk -F' [|] ' '$1 ~ /^[|] / && $3 ~ /^[0-9]+$/ && $3 > m { m = $3 } END { printf "%d", m }' "$f")
+  at80=$(awk -v m="$max" 'BEGIN { printf "%d", m * 0.8 }')
+  echo "bench-ratios: $strategy achieved at most $max/s open loop; one step at 80 %, $at80/s" >&2
+  f="$OUT/sweep-$strategy-at80.txt"
+  sweep_run "$strategy" "$at80" "$OUT/sweep-$strategy-at80.svg" "$f"
+  p99at80[$strategy]=$(awk -F' [|] ' -v r="$at80" '$2 == r { print $7 }' "$f")
   p99at80[$strategy,rate]=$at80
-  p99at80[$strategy,verdict]=$sweep
+  p99at80[$strategy,max]=$max
 done
 
 echo "bench-ratios: the load harness against the same process" >&2
@@ -205,11 +216,11 @@ ratio() { awk -v a="${rps[$1,$2]}" -v b="${rps[healthz,$2]}" 'BEGIN { printf "%.
     for s in lua-async lua lock; do echo "| $s | $c | ${orders_of[$s,$c]} | ${cpu100k[$s,$c]} |"; done
   done
   echo
-  echo '| open loop | rate (80 % of the closed-loop peak) | p99 of an acknowledged order | target | verdict | sweep invariants |'
-  echo '|---|---|---|---|---|---|'
+  echo '| open loop | most achieved in the sweep | rate (80 % of it) | p99 of an acknowledged order | target | verdict | sweep invariants |'
+  echo '|---|---|---|---|---|---|---|'
   for s in lua lua-async; do
     v=$(awk -v p="${p99at80[$s]:-999999}" 'BEGIN { if (p <= 20) print "met"; else printf "**not met** (%.1f ms over)", p - 20 }')
-    echo "| $s | ${p99at80[$s,rate]}/s | ${p99at80[$s]:-n/a} ms | ≤ 20 ms | $v | ${p99at80[$s,verdict]} |"
+    echo "| $s | ${p99at80[$s,max]}/s | ${p99at80[$s,rate]}/s | ${p99at80[$s]:-n/a} ms | ≤ 20 ms | $v | ${p99at80[$s,verdict]} |"
   done
   echo
   echo "Invariants (database vs wrk, every order row): $([ $failures = 0 ] && echo PASS || echo "FAIL ($failures)"); load harness on the same process: $harness."
