@@ -31,14 +31,9 @@ OUT=${OUT:-/tmp/bench-ratios-$run}
 B=http://127.0.0.1:$PORT
 mkdir -p "$OUT"
 
-need() {
-  command -v "$1" >/dev/null && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "bench-ratios: installing $1" >&2
-    apt-get install -y "$1" >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y "$1" >/dev/null 2>&1; }
-  fi
-  command -v "$1" >/dev/null || { echo "bench-ratios: needs $1 (apt-get install $1)" >&2; exit 2; }
-}
+NAME=bench-ratios
+# shellcheck source=loadtest/bench-lib.sh
+. loadtest/bench-lib.sh
 need wrk
 need jq
 
@@ -62,24 +57,9 @@ svc=$!
 for _ in $(seq 1 100); do curl -fs "$B/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 curl -fs "$B/readyz" >/dev/null || { echo "bench-ratios: the service did not start; see $OUT/service.log" >&2; exit 1; }
 
-admin() { curl -fs -H "Authorization: Bearer $TOKEN" "$@"; }
 new_item() { # name stock strategy -> id
   admin -X POST "$B/api/v1/admin/items" -d "{\"name\":\"$1\",\"stock\":$2,\"strategy\":\"$3\"}" | jq -r .id
 }
-# mariadbd's CPU time in seconds (user + system), for CPU per order.
-db_cpu() {
-  local pid; pid=$(pidof mariadbd || pidof mysqld)
-  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$pid/stat"
-}
-drain() { # item: wait until its lua-async queue is empty (at most 120 s)
-  for _ in $(seq 1 1200); do
-    local q; q=$(admin "$B/api/v1/admin/items/$1" | jq '(.queue.queued // 0) + (.queue.unacked // 0)')
-    [ "$q" = 0 ] && return 0
-    sleep 0.1
-  done
-  echo "bench-ratios: item $1's queue did not drain in 120 s" >&2; return 1
-}
-
 declare -A rps p99 cpu100k
 failures=0
 # row label conns url [script args...]: one wrk run, with

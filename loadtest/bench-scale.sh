@@ -39,14 +39,9 @@ OUT=${OUT:-/tmp/bench-scale-$run}
 B=http://127.0.0.1:$PORT
 mkdir -p "$OUT"
 
-need() {
-  command -v "$1" >/dev/null && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "bench-scale: installing $1" >&2
-    apt-get install -y "$1" >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y "$1" >/dev/null 2>&1; }
-  fi
-  command -v "$1" >/dev/null || { echo "bench-scale: needs $1 (apt-get install $1)" >&2; exit 2; }
-}
+NAME=bench-scale
+# shellcheck source=loadtest/bench-lib.sh
+. loadtest/bench-lib.sh
 need wrk
 need jq
 
@@ -84,28 +79,15 @@ start_service() { # writers
 }
 stop_service() { kill "$svc"; wait "$svc" 2>/dev/null || true; svc=; }
 
-admin() { curl -fs -H "Authorization: Bearer $TOKEN" "$@"; }
 new_item() { # name stock strategy buckets -> id
   admin -X POST "$B/api/v1/admin/items" \
     -d "{\"name\":\"$1\",\"stock\":$2,\"strategy\":\"$3\",\"buckets\":$4}" | jq -r .id
 }
-cpu_of() { # pid -> CPU seconds (user + system)
-  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"
-}
-db_cpu() { cpu_of "$(pidof mariadbd || pidof mysqld)"; }
 redis_cpu() { # host:port -> used_cpu_sys + used_cpu_user of that node
   redis-cli -h "${1%:*}" -p "${1#*:}" info cpu | tr -d '\r' |
     awk -F: '$1 == "used_cpu_sys" || $1 == "used_cpu_user" { s += $2 } END { printf "%.3f", s }'
 }
 masters_cpu() { for m in "${MASTERS[@]}"; do redis_cpu "$m"; echo; done; }
-drain() { # item: wait until its lua-async queue is empty (at most 300 s)
-  for _ in $(seq 1 3000); do
-    local q; q=$(admin "$B/api/v1/admin/items/$1" | jq '(.queue.queued // 0) + (.queue.unacked // 0)')
-    [ "$q" = 0 ] && return 0
-    sleep 0.1
-  done
-  echo "bench-scale: item $1's queue did not drain in 300 s" >&2; return 1
-}
 failures=0
 check() { # label item
   read -r stock sold orders users < <($MYSQL -N -e "SELECT i.stock, i.sold, COUNT(o.id), COUNT(DISTINCT o.user_id)
@@ -168,7 +150,7 @@ for k in 1 3; do
 done
 item=$(new_item "lua-async" $big lua-async 1)
 wrk_row lua-async "$item" "u-async"
-drain "$item"
+drain "$item" 300
 check lua-async "$item"
 
 echo "bench-scale: the writers: $QUEUED orders queued with no writer, then one worker drains them" >&2
@@ -190,7 +172,7 @@ t0=$(date +%s.%N)
 env "${env_common[@]}" SECKILL_WRITERS=2 SECKILL_ADMIN_ADDR=127.0.0.1:$WORKER_ADMIN_PORT \
   "$OUT/seckill" worker >"$OUT/worker.log" 2>&1 &
 wk=$!
-drain "$queued"
+drain "$queued" 300
 t1=$(date +%s.%N)
 d1=$(db_cpu)
 kill "$wk"; wait "$wk" 2>/dev/null || true
