@@ -28,6 +28,10 @@ type Shop interface {
 	SetStock(ctx context.Context, id, n int64) (before, after *stock.Item, err error)
 	PlaceOrder(ctx context.Context, req stock.OrderRequest) (*stock.Order, bool, error)
 	KnownSoldOut(itemID int64) bool
+	// KnownPurchased reports whether the user's attempt without an
+	// Idempotency-Key would be refused from memory as already purchased
+	// (see shop.PurchasedMaxAge).
+	KnownPurchased(itemID int64, userID string) bool
 	// ItemView is the public view of an item, served from memory (see
 	// shop.ViewMaxAge for how stale it may be).
 	ItemView(ctx context.Context, id int64) (*stock.ItemView, error)

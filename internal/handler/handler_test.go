@@ -37,6 +37,7 @@ type fakeShop struct {
 	requeue      func(ctx context.Context, id int64) (int, error)
 	reconcile    func(ctx context.Context, id int64, repair bool) (*stock.Reconciliation, error)
 	knownSoldOut func(itemID int64) bool
+	knownBought  func(itemID int64, userID string) bool
 	itemView     func(ctx context.Context, id int64) (*stock.ItemView, error)
 }
 
@@ -92,6 +93,13 @@ func (f *fakeShop) KnownSoldOut(itemID int64) bool {
 		return false
 	}
 	return f.knownSoldOut(itemID)
+}
+
+func (f *fakeShop) KnownPurchased(itemID int64, userID string) bool {
+	if f.knownBought == nil {
+		return false
+	}
+	return f.knownBought(itemID, userID)
 }
 
 func (f *fakeShop) ItemView(ctx context.Context, id int64) (*stock.ItemView, error) {

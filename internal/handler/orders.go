@@ -67,8 +67,9 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		return
 	}
 	// The per-user limit guards the path that can sell. An item this process
-	// knows is sold out is refused from memory, cheaper than the limiter.
-	if !h.shop.KnownSoldOut(id) {
+	// knows is sold out, and a user it knows has bought (without a key, which
+	// must find its order), are refused from memory, cheaper than the limiter.
+	if !h.shop.KnownSoldOut(id) && (oreq.IdempotencyKey != "" || !h.shop.KnownPurchased(id, user)) {
 		if err := h.limit(c, h.cfg.UserLimit, "user", user); err != nil {
 			h.writeError(c, err)
 			return

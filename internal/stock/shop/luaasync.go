@@ -24,12 +24,18 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 		}
 		return s.soldOutAsync(ctx, it, req)
 	}
+	if req.IdempotencyKey == "" && s.knownPurchased(it, req.UserID) {
+		return nil, false, errKnownPurchased
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, false, fmt.Errorf("order id: %w", err)
 	}
 	gen := s.soldOut.Generation(it.ID)
 	o, replayOf, err := s.queue.Enqueue(ctx, it, req, id.String())
+	if req.IdempotencyKey == "" {
+		s.notePurchase(it.ID, req.UserID, err)
+	}
 	var dup *gate.DupError
 	switch {
 	case err == nil && replayOf != "":

@@ -38,6 +38,9 @@ type Service struct {
 	// restoring shares one restore of an item's claims (restoreClaims).
 	restoring singleflight.Group
 	soldOut   gate.Memo
+	// purchased answers a buyer's repeated attempts from memory for a
+	// moment (PurchasedMaxAge).
+	purchased purchaseMemo
 	events    *gate.Events
 	views     itemViews
 	// bucketed lists the items with several buckets seen here (the
@@ -273,8 +276,16 @@ func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.Order
 	gen := s.soldOut.Generation(it.ID)
 	if s.soldOut.SoldOut(it.ID) {
 		err = stock.ErrSoldOut
-	} else if o, err = b.Buy(ctx, it, req, id.String(), committed); errors.Is(err, stock.ErrSoldOut) {
-		s.markSoldOut(ctx, it.ID, gen)
+	} else if req.IdempotencyKey == "" && s.knownPurchased(it, req.UserID) {
+		err = errKnownPurchased
+	} else {
+		o, err = b.Buy(ctx, it, req, id.String(), committed)
+		if errors.Is(err, stock.ErrSoldOut) {
+			s.markSoldOut(ctx, it.ID, gen)
+		}
+		if req.IdempotencyKey == "" {
+			s.notePurchase(it.ID, req.UserID, err)
+		}
 	}
 	if err == nil {
 		return o, false, nil
@@ -285,6 +296,39 @@ func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.Order
 		}
 	}
 	return nil, false, err
+}
+
+// errKnownPurchased is the refusal of a user this process just heard
+// refused as already purchased (see PurchasedMaxAge).
+var errKnownPurchased = fmt.Errorf("this user was just refused as holding an order of the item: %w", stock.ErrAlreadyPurchased)
+
+// knownPurchased reports whether an attempt of userID on it, without an
+// Idempotency-Key, is refused from memory: the user was refused as already
+// purchasing less than PurchasedMaxAge ago, and the sale is open (outside
+// its window the gate's answer is not_started or ended, which it is left
+// to give).
+func (s *Service) knownPurchased(it *stock.Item, userID string) bool {
+	return s.purchased.Holds(it.ID, userID) && it.Window(time.Now()) == nil
+}
+
+// notePurchase learns from the answer to an attempt without an
+// Idempotency-Key: already purchased is remembered for a moment; any other
+// failure forgets the user, whose reservation may have been handed back.
+func (s *Service) notePurchase(itemID int64, userID string, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, stock.ErrAlreadyPurchased):
+		s.purchased.Learn(itemID, userID)
+	default:
+		s.purchased.Forget(itemID, userID)
+	}
+}
+
+// KnownPurchased reports whether this process would refuse userID's
+// attempt on itemID without an Idempotency-Key from memory, as already
+// purchased (see PurchasedMaxAge). It costs no round trip.
+func (s *Service) KnownPurchased(itemID int64, userID string) bool {
+	return s.purchased.Holds(itemID, userID)
 }
 
 // markSoldOut remembers that item id is sold out, as learned by a request

@@ -1,0 +1,158 @@
+package shop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// TestRepeatBuyerRefusedFromMemory: once a user without an Idempotency-Key
+// was refused as already purchased, the next attempts within
+// PurchasedMaxAge are refused without Redis (proved by cutting it: another
+// user's attempt fails, hers is still refused as already purchased); a
+// keyed replay still finds her order; past PurchasedMaxAge the service asks
+// again, and a failed attempt forgets her. Every strategy.
+func TestRepeatBuyerRefusedFromMemory(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		for _, name := range stock.Strategies {
+			t.Run(string(name), func(t *testing.T) {
+				ctx := context.Background()
+				rdb, proxy, _ := proxied(t, b)
+				s := newTestService(t, b, Config{}, rdb)
+				clock := &fakeClock{t: time.Now()}
+				s.purchased.clock = clock.now
+				it, err := s.CreateItem(ctx, stock.NewItem{Name: "memo", Stock: 5, Strategy: name})
+				if err != nil {
+					t.Fatal(err)
+				}
+				attempt := func(user, key string) (*stock.Order, bool, error) {
+					ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
+					return s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: user, IdempotencyKey: key})
+				}
+				first, _, err := attempt("alice", "alice-key-1")
+				if err != nil {
+					t.Fatalf("alice's first order: %v", err)
+				}
+				if s.KnownPurchased(it.ID, "alice") {
+					t.Fatal("a sale alone taught the memo (only a refusal should)")
+				}
+				if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrAlreadyPurchased) {
+					t.Fatalf("alice again: %v, want already purchased", err)
+				}
+				if !s.KnownPurchased(it.ID, "alice") {
+					t.Fatal("the refusal was not remembered")
+				}
+				// A keyed replay is not answered from memory: it gets the order.
+				o, replayed, err := attempt("alice", "alice-key-1")
+				if err != nil || !replayed || o.ID != first.ID {
+					t.Fatalf("keyed replay while remembered: %+v replayed=%v %v, want order %s replayed", o, replayed, err, first.ID)
+				}
+
+				proxy.Cut()
+				for i := 0; i < 20; i++ {
+					if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrAlreadyPurchased) {
+						t.Fatalf("alice with Redis cut, attempt %d: %v, want already purchased from memory", i, err)
+					}
+				}
+				if _, _, err := attempt("bob", ""); !errors.Is(err, stock.ErrUnavailable) {
+					t.Fatalf("bob with Redis cut: %v, want unavailable (the cut must be real)", err)
+				}
+				clock.mu.Lock()
+				clock.t = clock.t.Add(PurchasedMaxAge)
+				clock.mu.Unlock()
+				if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrUnavailable) {
+					t.Fatalf("alice PurchasedMaxAge later, Redis cut: %v, want unavailable (asked again)", err)
+				}
+				if s.purchased.size() != 0 {
+					t.Fatalf("a failed attempt left %d memo entries, want 0", s.purchased.size())
+				}
+				proxy.Restore()
+				if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrAlreadyPurchased) {
+					t.Fatalf("alice after Redis is back: %v, want already purchased", err)
+				}
+				if _, _, err := attempt("bob", ""); err != nil {
+					t.Fatalf("bob after Redis is back: %v", err)
+				}
+			})
+		}
+	})
+}
+
+// TestRememberedBuyerAfterTheSaleEnds: memory never answers for a closed
+// sale; the gate (or the lock strategy's window check) says it ended.
+func TestRememberedBuyerAfterTheSaleEnds(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		for _, name := range stock.Strategies {
+			t.Run(string(name), func(t *testing.T) {
+				ctx := context.Background()
+				s := newTestService(t, b, Config{}, nil)
+				clock := &fakeClock{t: time.Now()} // frozen: the memo stays fresh
+				s.purchased.clock = clock.now
+				ends := time.Now().Add(400 * time.Millisecond)
+				it, err := s.CreateItem(ctx, stock.NewItem{Name: "ends", Stock: 5, Strategy: name, EndsAt: &ends})
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := stock.OrderRequest{ItemID: it.ID, UserID: "carol"}
+				if _, _, err := s.PlaceOrder(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := s.PlaceOrder(ctx, req); !errors.Is(err, stock.ErrAlreadyPurchased) {
+					t.Fatalf("carol again: %v, want already purchased", err)
+				}
+				time.Sleep(time.Until(ends) + 20*time.Millisecond)
+				if !s.KnownPurchased(it.ID, "carol") {
+					t.Fatal("the frozen memo forgot carol")
+				}
+				if _, _, err := s.PlaceOrder(ctx, req); !errors.Is(err, stock.ErrSaleEnded) {
+					t.Fatalf("carol after the sale ended: %v, want sale ended", err)
+				}
+			})
+		}
+	})
+}
+
+// TestPurchaseMemoBounds: an entry holds for less than PurchasedMaxAge;
+// the memo never holds more than its bound, dropping expired entries
+// first; Forget drops one.
+func TestPurchaseMemoBounds(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	advance := func(d time.Duration) { clock.mu.Lock(); clock.t = clock.t.Add(d); clock.mu.Unlock() }
+	m := &purchaseMemo{max: 4, clock: clock.now}
+	m.Learn(1, "a")
+	advance(PurchasedMaxAge - time.Nanosecond)
+	if !m.Holds(1, "a") {
+		t.Error("just under PurchasedMaxAge: not held")
+	}
+	if m.Holds(2, "a") || m.Holds(1, "b") {
+		t.Error("held for another item or user")
+	}
+	advance(time.Nanosecond)
+	if m.Holds(1, "a") {
+		t.Error("PurchasedMaxAge later: still held")
+	}
+	for i := 0; i < 3; i++ {
+		m.Learn(1, fmt.Sprintf("u%d", i)) // with the expired "a": 4
+	}
+	advance(PurchasedMaxAge / 2)
+	m.Learn(1, "fresh") // full: only "a" has expired
+	if got := m.size(); got != 4 || m.Holds(1, "a") || !m.Holds(1, "u0") || !m.Holds(1, "fresh") {
+		t.Errorf("full with one expired entry: size %d (want 4, \"a\" dropped, the fresh kept)", got)
+	}
+	for i := 0; i < 100; i++ {
+		m.Learn(2, fmt.Sprintf("flood%d", i))
+		if got := m.size(); got > 4 {
+			t.Fatalf("memo holds %d entries, bound 4", got)
+		}
+	}
+	m.Forget(2, "flood99")
+	if m.Holds(2, "flood99") {
+		t.Error("forgotten, still held")
+	}
+}
