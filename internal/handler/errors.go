@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -62,6 +63,24 @@ var errorKinds = []struct {
 	{stock.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable, "the service is temporarily unavailable; retry shortly"},
 }
 
+// The answers with a fixed message are encoded once: a refused stampede
+// (sold out, already purchased) is answered without encoding each time.
+// errorBodies[i] is errorKinds[i]'s answer when its message is fixed.
+var errorBodies = func() [][]byte {
+	bodies := make([][]byte, len(errorKinds))
+	for i, k := range errorKinds {
+		if k.msg == "" {
+			continue
+		}
+		b, err := json.Marshal(errorBody{Error: errorDetail{Code: k.code, Message: k.msg}})
+		if err != nil {
+			panic(err)
+		}
+		bodies[i] = b
+	}
+	return bodies
+}()
+
 type errorBody struct {
 	Error errorDetail `json:"error"`
 }
@@ -93,7 +112,7 @@ func ErrorCode(err error) string {
 // writeError answers with the status and code that err means. Unknown errors
 // are logged and answered with a generic 500.
 func (h *Handler) writeError(c *gin.Context, err error) {
-	for _, k := range errorKinds {
+	for i, k := range errorKinds {
 		if errors.Is(err, k.err) {
 			msg := k.msg
 			if msg == "" {
@@ -113,6 +132,11 @@ func (h *Handler) writeError(c *gin.Context, err error) {
 			case http.StatusUnauthorized:
 				c.Header("WWW-Authenticate", `Bearer realm="seckill"`)
 			}
+			if body := errorBodies[i]; body != nil {
+				c.Abort()
+				c.Data(k.status, jsonContentType, body)
+				return
+			}
 			abort(c, k.status, k.code, msg)
 			return
 		}
@@ -120,6 +144,9 @@ func (h *Handler) writeError(c *gin.Context, err error) {
 	h.log.ErrorContext(c.Request.Context(), "internal error", "method", c.Request.Method, "path", c.FullPath(), "err", err)
 	abort(c, http.StatusInternalServerError, CodeInternal, "internal error")
 }
+
+// jsonContentType is gin's for JSON answers.
+const jsonContentType = "application/json; charset=utf-8"
 
 func abort(c *gin.Context, status int, code, msg string) {
 	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: code, Message: msg}})

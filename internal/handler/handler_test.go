@@ -284,6 +284,37 @@ func TestErrorTable(t *testing.T) {
 	}
 }
 
+// TestFixedErrorBodies: an error answered from its body made once is the
+// same, to the byte, as one encoded for the request: every kind with a
+// fixed message, wrapped as the shop wraps it.
+func TestFixedErrorBodies(t *testing.T) {
+	n := 0
+	for _, k := range errorKinds {
+		if k.msg == "" {
+			continue
+		}
+		n++
+		err := fmt.Errorf("some layer: %w", k.err)
+		if k.err == errRateLimited {
+			err = &rateLimited{retryAfter: time.Second}
+		}
+		shop := &fakeShop{placeOrder: func(context.Context, stock.OrderRequest) (*stock.Order, bool, error) {
+			return nil, false, err
+		}}
+		a := call(newTestHandler(t, shop, Config{}), "POST", "/api/v1/items/7/orders", `{"user_id":"alice"}`, nil)
+		want, _ := json.Marshal(errorBody{Error: errorDetail{Code: k.code, Message: k.msg}})
+		if a.status != k.status || string(a.body) != string(want) {
+			t.Errorf("%s: got %d %s, want %d %s", k.code, a.status, a.body, k.status, want)
+		}
+		if ct := a.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+			t.Errorf("%s: Content-Type %q", k.code, ct)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d kinds with a fixed message", n)
+	}
+}
+
 // TestOrderAnswers: a sale is 201 with Location, a queued lua-async order
 // 202, a replay carries Idempotent-Replayed, and the shop receives exactly
 // the request the client sent.

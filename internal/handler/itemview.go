@@ -65,7 +65,7 @@ func (h *Handler) publicItem(c *gin.Context) {
 		c.Status(http.StatusNotModified)
 		return
 	}
-	c.Data(http.StatusOK, "application/json; charset=utf-8", e.body)
+	c.Data(http.StatusOK, jsonContentType, e.body)
 }
 
 // etagMatches reports whether an If-None-Match header names etag (weak

@@ -88,7 +88,7 @@ func (h *Handler) placeOrder(c *gin.Context) {
 	if o.Status == stock.StatusPending {
 		status = http.StatusAccepted // lua-async: queued, written soon
 	}
-	c.Data(status, "application/json; charset=utf-8", marshalOrder(orderView(o)))
+	c.Data(status, jsonContentType, marshalOrder(orderView(o)))
 }
 
 func (h *Handler) getOrder(c *gin.Context) {
