@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -155,4 +158,55 @@ func TestPurchaseMemoBounds(t *testing.T) {
 	if m.Holds(2, "flood99") {
 		t.Error("forgotten, still held")
 	}
+}
+
+// TestRememberedBuyerAcrossInstances: the memo's bound across instances.
+// Instance b refuses alice while a reservation of hers lives in the gate
+// (instance a's write in flight) and remembers it; a hands the reservation
+// back (its write failed); b still refuses her from memory, for less than
+// PurchasedMaxAge, then asks the gate again and sells.
+func TestRememberedBuyerAcrossInstances(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		a := newTestService(t, b, Config{}, nil)
+		bs := newTestService(t, b, Config{}, nil)
+		clock := &fakeClock{t: time.Now()}
+		bs.purchased.clock = clock.now
+		it, err := a.CreateItem(ctx, stock.NewItem{Name: "peers", Stock: 3, Strategy: stock.StrategyLua})
+		if err != nil {
+			t.Fatal(err)
+		}
+		home := gate.HomeBucket(it.ID, it.Buckets, "alice")
+		id, err := uuid.NewV7() // fresh: not taken for an orphan
+		if err != nil {
+			t.Fatal(err)
+		}
+		inFlight := id.String()
+		if _, err := a.lua.reserve(ctx, home, "alice", inFlight); err != nil {
+			t.Fatalf("a reserves for alice: %v", err)
+		}
+		req := stock.OrderRequest{ItemID: it.ID, UserID: "alice"}
+		if _, _, err := bs.PlaceOrder(ctx, req); !errors.Is(err, stock.ErrAlreadyPurchased) {
+			t.Fatalf("alice on b while a's write is in flight: %v, want already purchased", err)
+		}
+		if back, err := a.lua.handBackNow(ctx, home, "alice", inFlight, ""); err != nil || !back {
+			t.Fatalf("a hands alice's reservation back: back=%v %v", back, err)
+		}
+		clock.mu.Lock()
+		clock.t = clock.t.Add(PurchasedMaxAge - time.Millisecond)
+		clock.mu.Unlock()
+		if _, _, err := bs.PlaceOrder(ctx, req); !errors.Is(err, stock.ErrAlreadyPurchased) {
+			t.Fatalf("alice on b within PurchasedMaxAge: %v, want already purchased (remembered)", err)
+		}
+		clock.mu.Lock()
+		clock.t = clock.t.Add(time.Millisecond)
+		clock.mu.Unlock()
+		o, _, err := bs.PlaceOrder(ctx, req)
+		if err != nil {
+			t.Fatalf("alice on b PurchasedMaxAge after the refusal: %v, want her order", err)
+		}
+		if got, err := a.Order(ctx, o.ID); err != nil || got.UserID != "alice" {
+			t.Fatalf("alice's order read on a: %+v %v", got, err)
+		}
+	})
 }
