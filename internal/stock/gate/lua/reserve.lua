@@ -13,7 +13,8 @@ local user = ARGV[1]
 local order = ARGV[2]   -- this attempt's order id
 local now = tonumber(ARGV[3]) -- unix ms
 
-if redis.call('EXISTS', meta) == 0 then
+local m = redis.call('HMGET', meta, 'stock', 'taken', 'starts', 'ends', 'soldout')
+if not m[1] then -- a gate always has its stock
   return {'missing', '', ''}
 end
 if redis.call('EXISTS', void) == 1 then
@@ -21,9 +22,8 @@ if redis.call('EXISTS', void) == 1 then
 end
 local prev = redis.call('HGET', buyers, user)
 if prev == order then
-  return {'ok', prev, redis.call('HGET', meta, 'stock') or ''}
+  return {'ok', prev, m[1]}
 end
-local m = redis.call('HMGET', meta, 'stock', 'taken', 'starts', 'ends', 'soldout')
 local why = refusal(m, prev, now)
 if why == 'dup' then
   return {'dup', prev, ''}
