@@ -65,18 +65,34 @@ declare -A rps p99 cpu100k
 failures=0
 # row label conns url [script args...]: one wrk run, with
 # loadtest/wrk/orders.lua when script args are given; records req/s and p99.
+#
+# It also records where the CPU went during the row: CPU microseconds per
+# request of the service, Redis, MariaDB and wrk (the four share the two
+# cores, so a ratio to /healthz is a ratio of these totals once the cores
+# are busy).
 row() {
   local label=$1 c=$2 url=$3; shift 3
   local f="$OUT/$label-c$c.txt"
+  local s0 r0 m0 t TIMEFORMAT='%U %S'
+  s0=$(cpu_of "$svc"); r0=$(redis_cpu); m0=$(db_cpu)
   if [ $# -gt 0 ]; then
-    wrk -t2 -c"$c" -d"$DURATION" --latency -s loadtest/wrk/orders.lua "$url" -- "$@" >"$f" 2>&1
+    t=$( { time wrk -t2 -c"$c" -d"$DURATION" --latency -s loadtest/wrk/orders.lua "$url" -- "$@" >"$f" 2>&1; } 2>&1)
   else
-    wrk -t2 -c"$c" -d"$DURATION" --latency "$url" >"$f" 2>&1
+    t=$( { time wrk -t2 -c"$c" -d"$DURATION" --latency "$url" >"$f" 2>&1; } 2>&1)
   fi
   rps[$label,$c]=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$f")
   p99[$label,$c]=$(awk '$1 == "99%" { print $2 }' "$f")
-  echo "  $label -c$c: ${rps[$label,$c]} req/s, p99 ${p99[$label,$c]}" >&2
+  split[$label,$c]=$(awk -v n="$(awk '/ requests in / { print $1 }' "$f")" -v s="$(echo "$(cpu_of "$svc") $s0")" \
+    -v r="$(echo "$(redis_cpu) $r0")" -v m="$(echo "$(db_cpu) $m0")" -v w="$t" 'BEGIN {
+      split(s, S, " "); split(r, R, " "); split(m, M, " "); split(w, W, " ")
+      a = (S[1] - S[2]) / n * 1e6; b = (R[1] - R[2]) / n * 1e6; d = (M[1] - M[2]) / n * 1e6; e = (W[1] + W[2]) / n * 1e6
+      printf "%.1f | %.1f | %.1f | %.1f | %.1f", a, b, d, e, a + b + d + e }')
+  echo "  $label -c$c: ${rps[$label,$c]} req/s, p99 ${p99[$label,$c]}; CPU µs per request (service | Redis | MariaDB | wrk | total): ${split[$label,$c]}" >&2
 }
+declare -A split
+# redis_cpu: the Redis server's CPU seconds (0 when it is not on this machine).
+redis_pid=$(redis-cli -u "$REDIS_URL" info server 2>/dev/null | awk -F: '/^process_id:/ { print $2 + 0 }')
+redis_cpu() { if [ -n "$redis_pid" ] && [ -r "/proc/$redis_pid/stat" ]; then cpu_of "$redis_pid"; else echo 0; fi; }
 # check item c: the database agrees with what wrk saw.
 check() {
   local label=$1 c=$2 item=$3 f="$OUT/$1-c$2.txt"
@@ -196,6 +212,16 @@ ratio() { awk -v a="${rps[$1,$2]}" -v b="${rps[healthz,$2]}" 'BEGIN { printf "%.
       IFS=: read -r key name target <<<"$spec"
       r=$(ratio "$key" "$c")
       echo "| $name | $c | ${rps[$key,$c]} | ${p99[$key,$c]} | $r | ≥ $target | $(verdict "$r" "$target") |"
+    done
+  done
+  echo
+  echo 'Where the CPU went during each row, µs per request (the four processes share the cores):'
+  echo
+  echo '| path | conns | service | Redis | MariaDB | wrk | total |'
+  echo '|---|---|---|---|---|---|---|'
+  for c in $CONNS; do
+    for key in healthz item-view lua-async lua lock sold-out already-purchased; do
+      echo "| $key | $c | ${split[$key,$c]} |"
     done
   done
   echo
