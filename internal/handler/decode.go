@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -23,7 +24,11 @@ func (h *Handler) decode(c *gin.Context, dst any) bool { return h.decodeOptional
 // decodeOptional is decode that, with optional, accepts an empty body and
 // leaves dst as it is.
 func (h *Handler) decodeOptional(c *gin.Context, dst any, optional bool) bool {
-	body, err := io.ReadAll(c.Request.Body)
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer putBodyBuffer(buf)
+	buf.Reset()
+	_, err := buf.ReadFrom(c.Request.Body)
+	body := buf.Bytes() // nothing below keeps it: decoding copies what it keeps
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -45,6 +50,17 @@ func (h *Handler) decodeOptional(c *gin.Context, dst any, optional bool) bool {
 		return false
 	}
 	return true
+}
+
+// bodyBuffers holds the buffers request bodies are read into, so reading
+// the body of an order attempt allocates nothing in the steady state.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putBodyBuffer returns buf to the pool unless a large body grew it.
+func putBodyBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= 16<<10 {
+		bodyBuffers.Put(buf)
+	}
 }
 
 // decodeStrict decodes one JSON object into dst, a pointer to a struct:
