@@ -27,6 +27,23 @@ const (
 // Up applies every migration not yet applied and returns the versions it
 // ran. On MySQL, processes that start together take turns (see mysqlLock).
 func Up(ctx context.Context, db *sql.DB, d Dialect) ([]int64, error) {
+	p, err := provider(db, d)
+	if err != nil {
+		return nil, err
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	applied := make([]int64, 0, len(results))
+	for _, r := range results {
+		applied = append(applied, r.Source.Version)
+	}
+	return applied, nil
+}
+
+// provider is goose for dialect d's migrations on db.
+func provider(db *sql.DB, d Dialect) (*goose.Provider, error) {
 	var gd goose.Dialect
 	var opts []goose.ProviderOption
 	switch d {
@@ -46,13 +63,5 @@ func Up(ctx context.Context, db *sql.DB, d Dialect) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
-	results, err := p.Up(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migrations: %w", err)
-	}
-	applied := make([]int64, 0, len(results))
-	for _, r := range results {
-		applied = append(applied, r.Source.Version)
-	}
-	return applied, nil
+	return p, nil
 }

@@ -101,3 +101,57 @@ func TestConcurrentUpOnOneDatabase(t *testing.T) {
 		})
 	}
 }
+
+// Migration 7 stores order ids as ASCII compared byte by byte, in orders
+// and order_failures, and keeps the rows written before it.
+func TestOrderIDsASCII(t *testing.T) {
+	b := testenv.Real(t) // a new, empty database
+	db, err := sql.Open("mysql", b.MySQLDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if err := migrations.UpTo(ctx, db, migrations.MySQL, 6); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	id := "0192f5a4-7c1e-7abc-8def-0123456789ab"
+	if _, err := db.Exec("INSERT INTO orders (id, item_id, user_id, status, created_at, updated_at) VALUES (?, 1, 'alice', 'created', ?, ?)", id, now, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO order_failures (id, item_id, user_id, reason, created_at, failed_at) VALUES (?, 1, 'bob', 'sold_out', ?, ?)", id, now, now); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := migrations.Up(ctx, db, migrations.MySQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(applied) != "[7]" {
+		t.Errorf("applied %v after version 6, want [7]", applied)
+	}
+	for _, table := range []string{"orders", "order_failures"} {
+		var charset, collation string
+		err := db.QueryRow("SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'id'", table).
+			Scan(&charset, &collation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if charset != "ascii" || collation != "ascii_bin" {
+			t.Errorf("%s.id is %s/%s, want ascii/ascii_bin", table, charset, collation)
+		}
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM "+table+" WHERE id = ?", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Errorf("%s: the row written before the migration: found %d, want 1", table, n)
+		}
+		if err := db.QueryRow("SELECT COUNT(*) FROM "+table+" WHERE id = ?", strings.ToUpper(id)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%s: the upper-case id matched %d rows, want 0 (bytes compared)", table, n)
+		}
+	}
+}
