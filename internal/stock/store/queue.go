@@ -48,21 +48,40 @@ var ErrQueueLost = errors.New("the batch comes from a queue Redis lost; the gate
 // batch (stream order, which is admission order) decides who gets the last
 // units. Every order of the batch carries the same queue epoch, and the
 // batch commits only while the item has it (ErrQueueLost otherwise).
+//
+// The first try is optimistic: unless one of the batch's orders is already
+// recorded as failed, it does not read which of the batch's users and keys
+// already hold an order, and lets the unique keys say so instead. Any
+// duplicate rolls that try back whole (errQueuedClash), and the batch runs
+// again reading them first, so the outcome is the same; only a batch that
+// meets nothing in the database, the usual one, skips the read.
 func (s *Store) PersistQueued(ctx context.Context, itemID int64, batch []*Queued, now time.Time) (Persisted, error) {
+	careful := false
 	for attempt := 0; ; attempt++ {
-		res, err := s.persistQueuedOnce(ctx, itemID, batch, now)
-		if errors.Is(err, errQueuedClash) && attempt < 3 {
+		res, err := s.persistQueuedOnce(ctx, itemID, batch, now, careful)
+		if errors.Is(err, errQueuedClash) && attempt < 4 {
+			careful = true
 			continue
 		}
 		return res, err
 	}
 }
 
-func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*Queued, now time.Time) (Persisted, error) {
+func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*Queued, now time.Time, careful bool) (Persisted, error) {
 	res := Persisted{Failed: map[string]string{}, byID: make(map[string]*Queued, len(batch))}
-	known, err := s.knownQueued(ctx, itemID, batch)
-	if err != nil {
-		return res, err
+	if !careful {
+		failed, err := s.anyFailed(ctx, batch)
+		if err != nil {
+			return res, err
+		}
+		careful = failed
+	}
+	known := knownState{ids: map[string]bool{}, users: map[string]string{}, keys: map[string]string{}}
+	if careful {
+		var err error
+		if known, err = s.knownQueued(ctx, itemID, batch); err != nil {
+			return res, err
+		}
 	}
 	var accept []*Queued
 	keyNull := map[string]bool{} // order ids whose key another user's order holds
@@ -114,6 +133,25 @@ func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*Qu
 			res.Failed[q.ID] = "sold_out"
 		}
 	}
+}
+
+// anyFailed reports whether any of the batch's orders is recorded in
+// order_failures: a dead letter moved back to the stream can be one, and
+// the unique keys of orders would not stop it from being written.
+func (s *Store) anyFailed(ctx context.Context, batch []*Queued) (bool, error) {
+	ids := make([]any, len(batch))
+	for i, q := range batch {
+		ids[i] = q.ID
+	}
+	var one int
+	err := s.sql.QueryRowContext(ctx, "SELECT 1 FROM order_failures WHERE id IN ("+placeholders(len(ids))+") LIMIT 1", ids...).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, dbError("read failed orders", err)
+	}
+	return true, nil
 }
 
 // knownState is what the database already holds for a batch's orders.

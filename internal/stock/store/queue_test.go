@@ -135,3 +135,44 @@ func sameSet(a, b []string) bool {
 	}
 	return true
 }
+
+// An order recorded as failed stays failed when its entry comes back (a
+// dead letter moved back to the stream), even once units are free again:
+// the batch's first, optimistic try must not write it.
+func TestPersistQueuedFailedOrderStaysFailed(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		st := newTestStore(t, b, nil)
+		it := &stock.Item{Name: "queued", Stock: 1, Strategy: stock.StrategyLuaAsync}
+		if err := st.CreateItem(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+		a, late := newQueued(it.ID, "a", ""), newQueued(it.ID, "late", "k-late")
+		res, err := st.PersistQueued(ctx, it.ID, []*Queued{a, late}, Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(res.Failed) != fmt.Sprint(map[string]string{late.ID: "sold_out"}) {
+			t.Fatalf("failed: got %v, want %s sold_out", res.Failed, late.ID)
+		}
+		db := b.DB(t)
+		if err := db.Exec("UPDATE items SET stock = 5 WHERE id = ?", it.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		res, err = st.PersistQueued(ctx, it.ID, []*Queued{late}, Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Written) != 0 || len(res.Failed) != 0 || !sameSet(ids(res.Already), []string{late.ID}) {
+			t.Errorf("the failed order again: got written %v failed %v already %v, want it already done", ids(res.Written), res.Failed, ids(res.Already))
+		}
+		var rows int64
+		db.Raw("SELECT COUNT(*) FROM orders WHERE id = ?", late.ID).Scan(&rows)
+		if rows != 0 {
+			t.Errorf("the failed order %s was written as an order", late.ID)
+		}
+		if got, _ := st.Item(ctx, it.ID); got.Sold != 1 {
+			t.Errorf("sold: got %d, want 1", got.Sold)
+		}
+	})
+}
