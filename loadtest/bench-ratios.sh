@@ -121,6 +121,10 @@ check() {
   orders_of[$label,$c]=$orders
 }
 declare -A orders_of per_commit
+# The MariaDB CPU seconds per 100k orders this script measured on main
+# ce6bab0, before issue 12 (docs/BENCHMARKS.md, "Before"): the target is
+# half of it, per strategy and concurrency.
+declare -A db_baseline=([lua-async,64]=2.6 [lua,64]=3.3 [lock,64]=2.6 [lua-async,256]=2.3 [lua,256]=2.3 [lock,256]=2.2)
 # db_commits: MariaDB's COMMIT statements so far (Com_commit), to tell the
 # orders per transaction of each order row.
 db_commits() { $MYSQL -N -e "SHOW GLOBAL STATUS LIKE 'Com_commit'" | awk '{ print $2 }'; }
@@ -247,10 +251,19 @@ ratio() { awk -v a="${rps[$1,$2]}" -v b="${rps[healthz,$2]}" 'BEGIN { printf "%.
     done
   done
   echo
-  echo '| strategy | conns | orders written | orders per COMMIT | MariaDB CPU s per 100k orders |'
-  echo '|---|---|---|---|---|'
+  echo '| strategy | conns | orders written | orders per COMMIT | MariaDB CPU s per 100k orders | target (half of the ce6bab0 run) | verdict |'
+  echo '|---|---|---|---|---|---|---|'
   for c in $CONNS; do
-    for s in lua-async lua lock; do echo "| $s | $c | ${orders_of[$s,$c]} | ${per_commit[$s,$c]} | ${cpu100k[$s,$c]} |"; done
+    for s in lua-async lua lock; do
+      base=${db_baseline[$s,$c]:-}
+      if [ -n "$base" ]; then
+        t=$(awk -v b="$base" 'BEGIN { printf "%.2f", b / 2 }')
+        v=$(awk -v x="${cpu100k[$s,$c]}" -v t="$t" 'BEGIN { if (x + 0 <= t) print "met"; else printf "**not met** (%.0f%% over)", (x - t) / t * 100 }')
+      else
+        t="n/a (no baseline at -c$c)"; v=""
+      fi
+      echo "| $s | $c | ${orders_of[$s,$c]} | ${per_commit[$s,$c]} | ${cpu100k[$s,$c]} | ≤ $t | $v |"
+    done
   done
   echo
   echo "Open loop: the load harness, at most $SWEEP_CONNS requests in flight, ${SWEEP_SECONDS:-5} s a rate."
