@@ -57,6 +57,11 @@ func TestRepeatBuyerRefusedFromMemory(t *testing.T) {
 					t.Fatalf("keyed replay while remembered: %+v replayed=%v %v, want order %s replayed", o, replayed, err, first.ID)
 				}
 
+				if name == stock.StrategyLock {
+					// The item's writer keeps its lock while orders come, and
+					// writes bob's with no word to Redis if it still holds it.
+					waitUnlocked(t, rdb, fmt.Sprintf("%s:{item:%d}:lock", b.KeyPrefix, it.ID))
+				}
 				proxy.Cut()
 				for i := 0; i < 20; i++ {
 					if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrAlreadyPurchased) {
