@@ -1,0 +1,246 @@
+// Command dbcost measures what the service's order writes cost MariaDB, by
+// batch size: the CPU seconds of the mariadbd process per order and per
+// transaction, for the real transactions (store.InsertBatch, the lua and
+// lock strategies' group commit; store.PersistQueued, the lua-async
+// writers) on the real schema (the migrations, applied to a database of its
+// own), with no HTTP, no Redis and no client on the database's cores but
+// this one.
+//
+//	go run ./loadtest/dbcost                        # batches 1,8,32,128,512
+//	go run ./loadtest/dbcost -batches 32,256 -orders 50000 -path queued
+//
+// It fits cost = per-transaction + batch × per-order over the batch sizes,
+// the two numbers that say how far a bigger batch can cut the CPU per
+// order. MariaDB must run on this machine (its CPU is read from /proc).
+// The database it creates is dropped at the end.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
+)
+
+func main() {
+	dsn := flag.String("dsn", "root@tcp(127.0.0.1:3306)/", "MySQL DSN of the server (any database in it is ignored: dbcost makes its own)")
+	batches := flag.String("batches", "1,8,32,128,500", "orders per transaction, comma-separated")
+	orders := flag.Int("orders", 20000, "orders written for each batch size and path")
+	path := flag.String("path", "both", "sync (InsertBatch), queued (PersistQueued) or both")
+	flag.Parse()
+	log.SetFlags(0)
+	sizes, err := parseSizes(*batches)
+	if err != nil {
+		log.Fatalf("dbcost: -batches: %v", err)
+	}
+	var paths []string
+	switch *path {
+	case "sync", "queued":
+		paths = []string{*path}
+	case "both":
+		paths = []string{"sync", "queued"}
+	default:
+		log.Fatalf("dbcost: -path %q: want sync, queued or both", *path)
+	}
+	if *orders < 1 {
+		log.Fatal("dbcost: -orders must be at least 1")
+	}
+	pid, err := mariadbPID()
+	if err != nil {
+		log.Fatalf("dbcost: %v", err)
+	}
+	ctx := context.Background()
+	st, drop, err := openStore(ctx, *dsn)
+	if err != nil {
+		log.Fatalf("dbcost: %v", err)
+	}
+	defer drop()
+
+	fmt.Printf("| path | orders per transaction | orders/s | MariaDB CPU µs per order | per transaction |\n|---|---|---|---|---|\n")
+	for _, p := range paths {
+		var xs, ys []float64
+		for _, size := range sizes {
+			perOrder, rate, err := measure(ctx, st, pid, p, size, *orders)
+			if err != nil {
+				drop()
+				log.Fatalf("dbcost: %s, batch %d: %v", p, size, err)
+			}
+			fmt.Printf("| %s | %d | %.0f | %.1f | %.0f |\n", p, size, rate, perOrder, perOrder*float64(size))
+			xs, ys = append(xs, 1/float64(size)), append(ys, perOrder)
+		}
+		if len(sizes) > 1 {
+			// perOrder = fixed/size + row: a line in 1/size.
+			fixed, row := fit(xs, ys)
+			fmt.Printf("| %s | fit | | %.1f per order + %.0f per transaction | |\n", p, row, fixed)
+		}
+	}
+}
+
+// measure writes n orders of a new item in batches of size through path and
+// returns mariadbd's CPU µs per order and the orders written per second.
+func measure(ctx context.Context, st *store.Store, pid int, path string, size, n int) (float64, float64, error) {
+	strategy := stock.StrategyLua
+	if path == "queued" {
+		strategy = stock.StrategyLuaAsync
+	}
+	it := &stock.Item{Name: fmt.Sprintf("dbcost-%s-%d", path, size), Stock: int64(n) * 2, Strategy: strategy}
+	if err := st.CreateItem(ctx, it); err != nil {
+		return 0, 0, err
+	}
+	cpu0, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	written := 0
+	for written < n {
+		k := min(size, n-written)
+		now := store.Now()
+		if path == "sync" {
+			batch := make([]store.OrderWrite, k)
+			for i := range batch {
+				batch[i] = store.OrderWrite{Order: &stock.Order{ID: uuid.Must(uuid.NewV7()).String(), ItemID: it.ID,
+					UserID: fmt.Sprintf("u%d", written+i)}}
+			}
+			if err := st.InsertBatch(ctx, batch, now, 0, nil); err != nil {
+				return 0, 0, err
+			}
+		} else {
+			batch := make([]*store.Queued, k)
+			for i := range batch {
+				batch[i] = &store.Queued{Entry: fmt.Sprintf("%d-0", written+i), ID: uuid.Must(uuid.NewV7()).String(), ItemID: it.ID,
+					UserID: fmt.Sprintf("u%d", written+i), Created: now}
+			}
+			res, err := st.PersistQueued(ctx, it.ID, batch, now)
+			if err != nil {
+				return 0, 0, err
+			}
+			if len(res.Written) != k {
+				return 0, 0, fmt.Errorf("%d of %d orders written (already %d, failed %d)", len(res.Written), k, len(res.Already), len(res.Failed))
+			}
+		}
+		written += k
+	}
+	elapsed := time.Since(start)
+	cpu1, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	got, err := st.Item(ctx, it.ID)
+	if err != nil {
+		return 0, 0, err
+	}
+	if got.Sold != int64(n) {
+		return 0, 0, fmt.Errorf("item sold %d after %d orders", got.Sold, n)
+	}
+	return (cpu1 - cpu0) / float64(n) * 1e6, float64(n) / elapsed.Seconds(), nil
+}
+
+// openStore creates a database of its own on the server, migrates it and
+// returns a store on it, and a func that drops it.
+func openStore(ctx context.Context, dsn string) (*store.Store, func(), error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-dsn: %w", err)
+	}
+	cfg.DBName = ""
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, nil, err
+	}
+	name := fmt.Sprintf("seckill_dbcost_%d", os.Getpid())
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		return nil, nil, fmt.Errorf("create database: %w", err)
+	}
+	dropped := false
+	drop := func() {
+		if !dropped {
+			dropped = true
+			if _, err := admin.ExecContext(context.Background(), "DROP DATABASE "+name); err != nil {
+				log.Printf("dbcost: drop database %s: %v", name, err)
+			}
+			admin.Close()
+		}
+	}
+	cfg.DBName = name
+	cfg.ParseTime = true
+	db, _, _, err := database.Open(ctx, cfg.FormatDSN(), "")
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	st, err := store.New(db, nil)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return st, drop, nil
+}
+
+// mariadbPID finds the mariadbd (or mysqld) process on this machine.
+func mariadbPID() (int, error) {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, f := range dirs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if c := strings.TrimSpace(string(b)); c == "mariadbd" || c == "mysqld" {
+			return strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		}
+	}
+	return 0, fmt.Errorf("no mariadbd or mysqld process on this machine (its CPU is read from /proc)")
+}
+
+// cpuSeconds is a process's user + system CPU seconds.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("read /proc/%d/stat: %q", pid, s)
+	}
+	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 500 {
+			return nil, fmt.Errorf("%q: want whole numbers from 1 to 500", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// fit is the least-squares line y = a·x + b.
+func fit(xs, ys []float64) (a, b float64) {
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx, sy, sxx, sxy = sx+xs[i], sy+ys[i], sxx+xs[i]*xs[i], sxy+xs[i]*ys[i]
+	}
+	n := float64(len(xs))
+	a = (n*sxy - sx*sy) / (n*sxx - sx*sx)
+	return a, (sy - a*sx) / n
+}
