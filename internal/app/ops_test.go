@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -148,7 +149,12 @@ func TestRateLimits(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r, err := c.PlaceOrder(it.ID, "hammer", "")
+					// A key of its own each: keyed requests always pass the
+					// limiter (without one, a user this process has just
+					// refused is refused again from memory, before the
+					// limiter, whenever that refusal came first; see
+					// "keyless" below).
+					r, err := c.PlaceOrder(it.ID, "hammer", fmt.Sprintf("hammer-%d", i))
 					if err != nil {
 						t.Error(err)
 					}
@@ -176,6 +182,39 @@ func TestRateLimits(t *testing.T) {
 			}
 			if r, _ := c.PlaceOrder(it.ID, "bystander", ""); r.Status != http.StatusCreated {
 				t.Errorf("another user: got %d %s, want 201", r.Status, r.Body)
+			}
+		})
+		t.Run("keyless", func(t *testing.T) {
+			// Without keys the split between 409 and 429 depends on when
+			// the first refusal is remembered; what never moves: one
+			// order, every other attempt refused, the burst's refusals
+			// among them, and nothing else sold.
+			_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.RateUser = "1/m:3" })
+			it := c.CreateItem(t, 10, "lua")
+			const n = 20
+			statuses := make([]int, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := c.PlaceOrder(it.ID, "keyless-hammer", "")
+					if err != nil {
+						t.Error(err)
+					}
+					statuses[i] = r.Status
+				}()
+			}
+			wg.Wait()
+			count := map[int]int{}
+			for _, s := range statuses {
+				count[s]++
+			}
+			if count[201] != 1 || count[409] < 2 || count[409]+count[429] != n-1 {
+				t.Errorf("statuses of %d keyless attempts by one user: got %v, want 1x201 and the rest 409 (at least 2) or 429", n, count)
+			}
+			if got := c.AdminItem(t, it.ID).Sold; got != 1 {
+				t.Errorf("sold: got %d, want 1", got)
 			}
 		})
 		t.Run("ip", func(t *testing.T) {
