@@ -3,11 +3,10 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/pressly/goose/v3/lock"
 )
 
 // lockWait bounds how long a process waits for another one's migrations.
@@ -18,11 +17,32 @@ const lockWait = 2 * time.Minute
 // the first applies what is missing, the others wait, then find nothing
 // left to apply. Without it they race, and all but one fail on DDL the
 // first has just run ("Duplicate column name"). It is MySQL's named lock
-// (GET_LOCK), held by the connection goose migrates on and released with
-// it, also when the process dies.
+// (GET_LOCK), held by a connection of its own for as long as goose works
+// and released with it, also when the process dies (lockMigrations).
 type mysqlLock struct{}
 
-var _ lock.SessionLocker = mysqlLock{}
+// lockMigrations takes the migration lock on a connection of db's own and
+// returns the func that releases it. A connection whose release failed is
+// closed, never handed back to the pool with the lock still held.
+func lockMigrations(ctx context.Context, db *sql.DB) (unlock func() error, err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrations: a connection for the migration lock: %w", err)
+	}
+	var l mysqlLock
+	if err := l.SessionLock(ctx, conn); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		conn.Close()
+		return nil, err
+	}
+	return func() error {
+		err := l.SessionUnlock(context.WithoutCancel(ctx), conn)
+		if err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+		return errors.Join(err, conn.Close())
+	}, nil
+}
 
 // lockName is per database (GET_LOCK names are server-wide, 64 characters
 // at most).

@@ -26,10 +26,27 @@ const (
 
 // Up applies every migration not yet applied and returns the versions it
 // ran. On MySQL, processes that start together take turns (see mysqlLock).
-func Up(ctx context.Context, db *sql.DB, d Dialect) ([]int64, error) {
+func Up(ctx context.Context, db *sql.DB, d Dialect) (_ []int64, err error) {
 	p, err := provider(db, d)
 	if err != nil {
 		return nil, err
+	}
+	if d == MySQL {
+		// The lock is held around all of goose's work, not handed to goose
+		// as its session locker: goose checks for pending migrations, and
+		// creates its version table, before it takes that lock, and on
+		// MySQL the table's CREATE commits before its zero row is written,
+		// so a process starting beside another could find the table empty
+		// ("missing zero version migration"; TestConcurrentUpOnOneDatabase).
+		unlock, err := lockMigrations(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if uerr := unlock(); uerr != nil && err == nil {
+				err = uerr
+			}
+		}()
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
@@ -45,11 +62,9 @@ func Up(ctx context.Context, db *sql.DB, d Dialect) ([]int64, error) {
 // provider is goose for dialect d's migrations on db.
 func provider(db *sql.DB, d Dialect) (*goose.Provider, error) {
 	var gd goose.Dialect
-	var opts []goose.ProviderOption
 	switch d {
 	case MySQL:
 		gd = goose.DialectMySQL
-		opts = append(opts, goose.WithSessionLocker(mysqlLock{}))
 	case SQLite:
 		gd = goose.DialectSQLite3
 	default:
@@ -59,7 +74,7 @@ func provider(db *sql.DB, d Dialect) (*goose.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := goose.NewProvider(gd, db, sub, opts...)
+	p, err := goose.NewProvider(gd, db, sub)
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}
