@@ -38,9 +38,9 @@ func Up(ctx context.Context, db *sql.DB, d Dialect) (_ []int64, err error) {
 		// MySQL the table's CREATE commits before its zero row is written,
 		// so a process starting beside another could find the table empty
 		// ("missing zero version migration"; TestConcurrentUpOnOneDatabase).
-		unlock, err := lockMigrations(ctx, db)
-		if err != nil {
-			return nil, err
+		unlock, lerr := lockMigrations(ctx, db)
+		if lerr != nil {
+			return nil, lerr
 		}
 		defer func() {
 			if uerr := unlock(); uerr != nil && err == nil {

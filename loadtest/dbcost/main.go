@@ -6,7 +6,7 @@
 // own), with no HTTP, no Redis and no client on the database's cores but
 // this one.
 //
-//	go run ./loadtest/dbcost                        # batches 1,8,32,128,512
+//	go run ./loadtest/dbcost                        # batches 1,8,32,128,500
 //	go run ./loadtest/dbcost -batches 32,256 -orders 50000 -path queued
 //
 // It fits cost = per-transaction + batch × per-order over the batch sizes,

@@ -76,12 +76,14 @@ func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*Qu
 		}
 		careful = failed
 	}
-	known := knownState{ids: map[string]bool{}, users: map[string]string{}, keys: map[string]string{}}
+	var known knownState
 	if careful {
 		var err error
 		if known, err = s.knownQueued(ctx, itemID, batch); err != nil {
 			return res, err
 		}
+	} else {
+		known = newKnownState()
 	}
 	var accept []*Queued
 	keyNull := map[string]bool{} // order ids whose key another user's order holds
@@ -161,10 +163,15 @@ type knownState struct {
 	keys  map[string]string // idempotency key -> user holding it
 }
 
+// newKnownState is a database that holds nothing of the batch yet.
+func newKnownState() knownState {
+	return knownState{ids: map[string]bool{}, users: map[string]string{}, keys: map[string]string{}}
+}
+
 // knownQueued reads, in one round trip, which of the batch's orders are
 // already done and which users and keys already hold an order of the item.
 func (s *Store) knownQueued(ctx context.Context, itemID int64, batch []*Queued) (knownState, error) {
-	k := knownState{ids: map[string]bool{}, users: map[string]string{}, keys: map[string]string{}}
+	k := newKnownState()
 	var users, keys, ids []any
 	for _, q := range batch {
 		users = append(users, q.UserID)
