@@ -2,6 +2,9 @@ package app
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -66,4 +69,110 @@ func TestNoCrashInjectionInProduction(t *testing.T) {
 			t.Errorf("setting %s is a fault-injection point in the production build", s.env)
 		}
 	}
+}
+
+// TestDocsLinksResolve: every relative link (and image) in the README, in
+// docs/ and in loadtest/README.md names a file of the repository, and a
+// #fragment names a heading of that file, as GitHub spells its anchors.
+func TestDocsLinksResolve(t *testing.T) {
+	root := filepath.Join("..", "..")
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := append([]string{filepath.Join(root, "README.md"), filepath.Join(root, "loadtest", "README.md")}, docs...)
+	anchors := map[string]map[string]bool{} // by cleaned path
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := headingAnchors(string(b))
+		anchors[path] = a
+		return a
+	}
+	links := 0
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range markdownLinks(string(b)) {
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			name, fragment, _ := strings.Cut(target, "#")
+			path := filepath.Clean(file)
+			if name != "" {
+				path = filepath.Join(filepath.Dir(file), name)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: link %s: no such file", file, target)
+					continue
+				}
+			}
+			if fragment != "" && !anchorsOf(path)[fragment] {
+				t.Errorf("%s: link %s: %s has no heading #%s", file, target, path, fragment)
+			}
+		}
+	}
+	if links < 20 {
+		t.Errorf("found %d relative links in %d files, want at least 20 (is the link pattern still right?)", links, len(files))
+	}
+}
+
+var (
+	markdownLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)\)`)
+	codeSpan     = regexp.MustCompile("`[^`]*`")
+	notInAnchor  = regexp.MustCompile(`[^\p{L}\p{M}\p{N}_\- ]`)
+)
+
+// markdownLinks is the target of each inline link and image outside code.
+func markdownLinks(md string) []string {
+	var out []string
+	for _, line := range proseLines(md) {
+		for _, m := range markdownLink.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// headingAnchors is the set of anchors GitHub makes of a document's
+// headings: lower case, punctuation dropped, spaces as hyphens, and -1, -2…
+// after a repeat.
+func headingAnchors(md string) map[string]bool {
+	out := map[string]bool{}
+	for _, line := range proseLines(md) {
+		level := len(line) - len(strings.TrimLeft(line, "#"))
+		if level == 0 || level > 6 || !strings.HasPrefix(line[level:], " ") {
+			continue
+		}
+		a := strings.ToLower(strings.TrimSpace(line[level:]))
+		a = strings.ReplaceAll(notInAnchor.ReplaceAllString(a, ""), " ", "-")
+		for i, base := 1, a; out[a]; i++ {
+			a = base + "-" + strconv.Itoa(i)
+		}
+		out[a] = true
+	}
+	return out
+}
+
+// proseLines is the document's lines outside fenced code blocks.
+func proseLines(md string) []string {
+	var out []string
+	fenced := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			out = append(out, line)
+		}
+	}
+	return out
 }
