@@ -185,54 +185,6 @@ func changeStock(t *testing.T, tb *tab, c *apptest.Client, id int64) {
 	tb.wait("the live view's stock", `document.getElementById("live-stock").textContent === "4"`)
 }
 
-// buyOut buys the item's 4 units on the sale page, then is told in words
-// that it is already bought and sold out.
-func buyOut(t *testing.T, tb *tab, c *apptest.Client, id int64) {
-	t.Helper()
-	tb.do("open the sale page", chromedp.EmulateViewport(390, 844), chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
-	tb.wait("the item", `document.getElementById("remaining").textContent === "4"`)
-	if got := tb.text("#name"); got != hostile {
-		t.Errorf("sale page name: got %q, want %q as text", got, hostile)
-	}
-	if got := tb.text("#price"); got != "Price: 12.50" {
-		t.Errorf("price: got %q, want Price: 12.50", got)
-	}
-	if got := tb.text("#countdown"); got != "On sale now." {
-		t.Errorf("countdown: got %q, want On sale now.", got)
-	}
-	buy := func(user, outcome string) string {
-		t.Helper()
-		tb.do("buy as "+user, chromedp.Evaluate[chromedp.Void](`document.getElementById("result").dataset.outcome = ""`),
-			clearValue("#user-id"), keys("#user-id", user), click("#buy"))
-		tb.wait(user+"'s answer", `(o => o && o !== "sending" && o !== "queued")(document.getElementById("result").dataset.outcome)`)
-		got := tb.text("#result")
-		var o string
-		tb.eval(`document.getElementById("result").dataset.outcome`, &o)
-		if o != outcome {
-			t.Errorf("buy as %s: got %s %q, want %s", user, o, got, outcome)
-		}
-		return got
-	}
-	if got := buy("buyer-0", "created"); !strings.Contains(got, "It's yours!") || !strings.Contains(got, "for buyer-0") {
-		t.Errorf("first buy: got %q, want It's yours! and the order", got)
-	}
-	tb.wait("3 left", `document.getElementById("remaining").textContent === "3"`)
-	tb.screenshot("sale.png")
-	if got := buy("buyer-0", "already_purchased"); !strings.Contains(got, "already bought this item") {
-		t.Errorf("second buy by buyer-0: got %q, want the already-bought words", got)
-	}
-	for i := 1; i < 4; i++ {
-		buy(fmt.Sprintf("buyer-%d", i), "created")
-	}
-	if got := buy("buyer-4", "sold_out"); !strings.Contains(got, "sold out") {
-		t.Errorf("buy after the last unit: got %q, want the sold-out words", got)
-	}
-	tb.wait("none left", `document.getElementById("remaining").textContent === "0"`)
-	if it := c.AdminItem(t, id); it.Sold != 4 || it.Remaining != 0 {
-		t.Errorf("after the sale: got sold %d remaining %d, want 4 and 0", it.Sold, it.Remaining)
-	}
-}
-
 func watchLive(t *testing.T, tb *tab, id int64) {
 	t.Helper()
 	tb.wait("the live sold count to reach the stock", `document.getElementById("live-sold").textContent === "4" && document.getElementById("live-remaining").textContent === "0"`)
@@ -401,68 +353,6 @@ func requeueDeadLetter(t *testing.T, tb *tab, c *apptest.Client, b testenv.Backe
 	return it.ID
 }
 
-// buyQueued buys a lua-async item on the sale page: 202, "queued", then the
-// page follows the order until it is created.
-func buyQueued(t *testing.T, tb *tab, c *apptest.Client, id int64) {
-	t.Helper()
-	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
-	tb.wait("the item", `document.getElementById("remaining").textContent !== "–"`)
-	// Record every outcome the page shows, to see "queued" go by.
-	tb.do("watch outcomes", chromedp.Evaluate[chromedp.Void](`window.outcomes = [];
-		new MutationObserver(() => outcomes.push(document.getElementById("result").dataset.outcome))
-			.observe(document.getElementById("result"), {attributes: true, attributeFilter: ["data-outcome"]});`),
-		keys("#user-id", "queued-buyer"), click("#buy"))
-	tb.wait("the order written", `document.getElementById("result").dataset.outcome === "created"`)
-	var seen []string
-	tb.eval(`outcomes`, &seen)
-	if strings.Join(seen, ",") != "sending,queued,created" {
-		t.Errorf("outcomes shown: got %v, want sending, queued, created", seen)
-	}
-	if got := tb.text("#result"); !strings.Contains(got, "It's yours!") || !strings.Contains(got, "for queued-buyer") {
-		t.Errorf("queued buy: got %q", got)
-	}
-}
-
-// buyFailed: a lua-async order the database refuses after its 202 (the
-// stock was taken away behind the gate's back, as after Redis lost data) is
-// shown as failed, not as bought.
-func buyFailed(t *testing.T, tb *tab, c *apptest.Client, b testenv.Backend) {
-	t.Helper()
-	it := c.CreateItem(t, 5, "lua-async")
-	if err := b.DB(t).Exec("UPDATE items SET stock = 0 WHERE id = ?", it.ID).Error; err != nil {
-		t.Fatal(err)
-	}
-	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, it.ID)))
-	// The public view counts from the gate, which still has the 5 units
-	// the database no longer has: that is what the buyer races for.
-	tb.wait("the item", `document.getElementById("remaining").textContent === "5"`)
-	tb.do("buy", keys("#user-id", "unlucky"), click("#buy"))
-	tb.wait("the failure", `document.getElementById("result").dataset.outcome === "failed"`)
-	if got := tb.text("#result"); !strings.Contains(got, "Your order failed.") || !strings.Contains(got, "could not be recorded. Sorry, it is sold out") {
-		t.Errorf("failed order: got %q, want the failure and its reason", got)
-	}
-}
-
-// ended shows an ended sale as such, and refuses a buy in words.
-func ended(t *testing.T, tb *tab, c *apptest.Client) {
-	t.Helper()
-	r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": "over", "stock": 1,
-		"starts_at": time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339),
-		"ends_at":   time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}, true, nil)
-	var it apptest.Item
-	r.JSON(t, &it)
-	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, it.ID)))
-	tb.wait("the end", `document.getElementById("countdown").dataset.phase === "ended"`)
-	if got := tb.text("#countdown"); !strings.HasPrefix(got, "The sale ended on ") {
-		t.Errorf("countdown: got %q, want The sale ended on …", got)
-	}
-	tb.do("buy late", keys("#user-id", "late"), click("#buy"))
-	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "sale_ended"`)
-	if got := tb.text("#result"); !strings.Contains(got, "The sale has ended") {
-		t.Errorf("late buy: got %q", got)
-	}
-}
-
 // loadMore: the list shows 50 items, newest first, and the rest on request.
 func loadMore(t *testing.T, tb *tab, c *apptest.Client) {
 	t.Helper()
@@ -481,24 +371,4 @@ func loadMore(t *testing.T, tb *tab, c *apptest.Client) {
 	c.Must(t, "GET", "/api/v1/admin/items?limit=200", nil, true, nil).JSON(t, &all)
 	tb.do("load more", click("#more"))
 	tb.wait("the rest", fmt.Sprintf(`document.querySelectorAll("#item-rows tr").length === %d && document.getElementById("more").hidden`, len(all.Items)))
-}
-
-// notStarted shows the countdown of an upcoming sale and the refusal of an
-// early buy in words.
-func notStarted(t *testing.T, tb *tab, c *apptest.Client) {
-	t.Helper()
-	starts := time.Now().Add(90 * time.Minute).UTC().Format(time.RFC3339)
-	r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": "later", "stock": 1, "starts_at": starts}, true, nil)
-	var it apptest.Item
-	r.JSON(t, &it)
-	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, it.ID)))
-	tb.wait("the countdown", `document.getElementById("countdown").dataset.phase === "upcoming"`)
-	if got := tb.text("#countdown"); !strings.HasPrefix(got, "Starts in 1h 29m") {
-		t.Errorf("countdown: got %q, want Starts in 1h 29m…", got)
-	}
-	tb.do("buy early", keys("#user-id", "early"), click("#buy"))
-	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "sale_not_started"`)
-	if got := tb.text("#result"); !strings.Contains(got, "The sale has not started yet") {
-		t.Errorf("early buy: got %q", got)
-	}
 }
