@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -87,6 +88,11 @@ func (b *browser) tab(t *testing.T) *tab {
 	t.Cleanup(cancel)
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("open tab: %v", err)
+	}
+	// Numbers and dates in one locale, whatever the machine's, so the
+	// texts the tests check and the screenshots are the same everywhere.
+	if _, err := chromedp.Call(ctx, emulation.SetLocaleOverride, emulation.SetLocaleOverrideParams{Locale: "en_US"}); err != nil {
+		t.Fatalf("set the locale: %v", err)
 	}
 	tb := &tab{t: t, ctx: ctx}
 	console := chromedp.Console(ctx)

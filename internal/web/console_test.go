@@ -19,15 +19,32 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// hostile is an item name that runs a script if a page ever writes it as
-// HTML.
-const hostile = `<img src=x onerror=alert(1)>`
+// The sale TestConsoleInBrowser runs, which the README's screenshots show:
+// two items already selling when the console opens, and a phone created
+// through the form, its stock raised, most of it sold through the API and
+// the last units on the sale page.
+var (
+	phone = newItem{name: "Xiaomi 14 Pro 512GB", stock: 100, price: "4999.00", cents: 499900}
+	// phoneStock is the phone's stock after the change in the console.
+	phoneStock int64 = 120
+	// buyers buy the phone's last units on the sale page.
+	buyers = []string{"zhang.wei", "li.na", "wang.fang", "chen.jie"}
+	// selling are sold in part through the API before the console opens.
+	selling = []struct {
+		name               string
+		cents, stock, sold int64
+		strategy           string
+	}{
+		{"Nintendo Switch OLED", 209900, 200, 137, "lua"},
+		{"Sony WH-1000XM5", 229900, 150, 42, "lock"},
+	}
+)
 
 // TestConsoleInBrowser drives the admin console and the sale page of a real
 // service in headless Chromium, on the embedded backend and on MariaDB and
-// Redis: sign in, create an item through the form, see it listed, change its
-// stock, buy it out on the sale page while the live view counts, requeue a
-// dead letter, and run a reconcile dry run.
+// Redis: sign in, see the items on sale listed, create an item through the
+// form, change its stock, buy it out on the sale page while the live view
+// counts, requeue a dead letter, and run a reconcile dry run.
 func TestConsoleInBrowser(t *testing.T) {
 	br := newBrowser(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
@@ -37,11 +54,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			cfg.MaxDeliveries = 1 // a refused lua-async order is a dead letter at once
 			cfg.RateUser = ""     // several buys by one user are the point here
 		})
+		onSale := startSelling(t, c)
 		console := br.tab(t)
 		console.do("open the console", chromedp.Navigate(c.Base+"/admin/"))
 		signIn(console, c)
-		id := createThroughForm(t, console, c)
+		listsSelling(t, console, onSale)
+		id := createThroughForm(t, console, c, phone)
 		changeStock(t, console, c, id)
+		sell(t, c, id, phoneStock-int64(len(buyers)), "fan")
 
 		sale := br.tab(t)
 		buyOut(t, sale, c, id)
@@ -132,10 +152,63 @@ func signIn(tb *tab, c *apptest.Client) {
 	}
 }
 
-func createThroughForm(t *testing.T, tb *tab, c *apptest.Client) int64 {
+// startSelling creates the items of selling and sells their units through
+// the API; it returns their ids.
+func startSelling(t *testing.T, c *apptest.Client) []int64 {
+	t.Helper()
+	var ids []int64
+	for _, s := range selling {
+		r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": s.name, "stock": s.stock,
+			"price_cents": s.cents, "strategy": s.strategy}, true, nil)
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create %s: got %d %s, want 201", s.name, r.Status, r.Body)
+		}
+		var it apptest.Item
+		r.JSON(t, &it)
+		sell(t, c, it.ID, s.sold, "buyer")
+		ids = append(ids, it.ID)
+	}
+	return ids
+}
+
+// sell buys n units of an item through the API, each for another user.
+func sell(t *testing.T, c *apptest.Client, id, n int64, prefix string) {
+	t.Helper()
+	for i := range n {
+		user := fmt.Sprintf("%s-%d-%04d", prefix, id, i)
+		if r, err := c.PlaceOrder(id, user, ""); err != nil || r.Status != http.StatusCreated {
+			t.Fatalf("order of %s: got %d %s %v, want 201", user, r.Status, r.Body, err)
+		}
+	}
+}
+
+// listsSelling: the console lists the items on sale with their stock, sold
+// units and remaining units.
+func listsSelling(t *testing.T, tb *tab, ids []int64) {
+	t.Helper()
+	for i, s := range selling {
+		row := fmt.Sprintf(`#item-rows tr[data-id="%d"]`, ids[i])
+		tb.wait(s.name+" in the list", fmt.Sprintf(`document.querySelector(%s)`, js(row)))
+		got := tb.rows(row)
+		want := []string{s.name, "on sale", fmt.Sprint(s.stock), fmt.Sprint(s.sold), fmt.Sprint(s.stock - s.sold), s.strategy}
+		if len(got) != 1 || len(got[0]) < 7 || strings.Join(got[0][1:7], " | ") != strings.Join(want, " | ") {
+			t.Errorf("listed %s: got %v, want %v", s.name, got, want)
+		}
+	}
+}
+
+// newItem is what createThroughForm types into the form.
+type newItem struct {
+	name  string
+	stock int64
+	price string // as typed
+	cents int64  // as the API stores it
+}
+
+func createThroughForm(t *testing.T, tb *tab, c *apptest.Client, f newItem) int64 {
 	t.Helper()
 	tb.do("fill the create form",
-		keys("#new-name", hostile), keys("#new-stock", "3"), keys("#new-price", "12.50"),
+		keys("#new-name", f.name), keys("#new-stock", fmt.Sprint(f.stock)), keys("#new-price", f.price),
 		chromedp.SetValue(chromedp.CSS("#new-strategy"), "lua"),
 		click("#create-form button[type=submit]"))
 	tb.wait("the created item's detail", `!document.getElementById("detail").hidden`)
@@ -150,20 +223,20 @@ func createThroughForm(t *testing.T, tb *tab, c *apptest.Client) int64 {
 		Strategy   string `json:"strategy"`
 	}
 	c.Must(t, "GET", fmt.Sprintf("/api/v1/admin/items/%d", id), nil, true, nil).JSON(t, &it)
-	if it.Name != hostile || it.Stock != 3 || it.PriceCents != 1250 || it.Strategy != "lua" {
-		t.Errorf("created item: got %+v, want %q, stock 3, 1250 cents, lua", it, hostile)
+	if it.Name != f.name || it.Stock != f.stock || it.PriceCents != f.cents || it.Strategy != "lua" {
+		t.Errorf("created item: got %+v, want %q, stock %d, %d cents, lua", it, f.name, f.stock, f.cents)
 	}
 	// The list shows it, its name as text.
 	row := fmt.Sprintf(`#item-rows tr[data-id="%d"]`, id)
 	tb.wait("the item in the list", fmt.Sprintf(`document.querySelector(%s)`, js(row)))
-	if got := tb.text(row + " td.name"); got != hostile {
-		t.Errorf("listed name: got %q, want %q as text", got, hostile)
+	if got := tb.text(row + " td.name"); got != f.name {
+		t.Errorf("listed name: got %q, want %q as text", got, f.name)
 	}
 	if got := tb.text(row); !strings.Contains(got, "on sale") || !strings.Contains(got, "lua") || !strings.Contains(got, "always open") {
 		t.Errorf("listed row: got %q, want on sale, lua, always open", got)
 	}
-	if got := tb.text("#d-name"); got != hostile {
-		t.Errorf("detail name: got %q, want %q as text", got, hostile)
+	if got := tb.text("#d-name"); got != f.name {
+		t.Errorf("detail name: got %q, want %q as text", got, f.name)
 	}
 	// The status filter: on sale shows it, ended does not.
 	tb.do("filter ended", chromedp.SetValue(chromedp.CSS("#filter"), "ended"),
@@ -177,22 +250,24 @@ func createThroughForm(t *testing.T, tb *tab, c *apptest.Client) int64 {
 
 func changeStock(t *testing.T, tb *tab, c *apptest.Client, id int64) {
 	t.Helper()
-	tb.do("change the stock", setValue("#new-stock-value", "4"), click("#stock-form button"))
-	tb.wait("the stock change", `document.getElementById("status").textContent.includes("is now 4")`)
-	if it := c.AdminItem(t, id); it.Stock != 4 {
-		t.Errorf("stock after the change: got %d, want 4", it.Stock)
+	n := fmt.Sprint(phoneStock)
+	tb.do("change the stock", setValue("#new-stock-value", n), click("#stock-form button"))
+	tb.wait("the stock change", fmt.Sprintf(`document.getElementById("status").textContent.includes(%s)`, js("is now "+n+".")))
+	if it := c.AdminItem(t, id); it.Stock != phoneStock {
+		t.Errorf("stock after the change: got %d, want %d", it.Stock, phoneStock)
 	}
-	tb.wait("the live view's stock", `document.getElementById("live-stock").textContent === "4"`)
+	tb.wait("the live view's stock", fmt.Sprintf(`document.getElementById("live-stock").textContent === %s`, js(n)))
 }
 
 func watchLive(t *testing.T, tb *tab, id int64) {
 	t.Helper()
-	tb.wait("the live sold count to reach the stock", `document.getElementById("live-sold").textContent === "4" && document.getElementById("live-remaining").textContent === "0"`)
+	n := fmt.Sprint(phoneStock)
+	tb.wait("the live sold count to reach the stock", fmt.Sprintf(`document.getElementById("live-sold").textContent === %s && document.getElementById("live-remaining").textContent === "0"`, js(n)))
 	if got := tb.text("#live-status"); got != "sold out" {
 		t.Errorf("live status: got %q, want sold out", got)
 	}
-	if got := tb.text("#live-progress"); !strings.Contains(got, "4 sold of 4 (100%)") {
-		t.Errorf("progress chart: got %q, want 4 sold of 4 (100%%)", got)
+	if want := n + " sold of " + n + " (100%)"; !strings.Contains(tb.text("#live-progress"), want) {
+		t.Errorf("progress chart: got %q, want %s", tb.text("#live-progress"), want)
 	}
 	// The refusals the sale page met are counted by reason, with labels.
 	tb.wait("the refusals by reason", `document.querySelector('#live-rejections [data-code="sold_out"]') && document.querySelector('#live-rejections [data-code="already_purchased"]')`)
@@ -207,8 +282,8 @@ func watchLive(t *testing.T, tb *tab, id int64) {
 	// The list follows the live view.
 	row := fmt.Sprintf(`#item-rows tr[data-id="%d"]`, id)
 	tb.wait("the listed item sold out", fmt.Sprintf(`document.querySelector(%s).textContent.includes("sold out")`, js(row)))
-	if got := tb.rows(row); len(got) != 1 || strings.Join(got[0][3:6], " ") != "4 4 0" {
-		t.Errorf("listed stock, sold, remaining: got %v, want 4 4 0", got)
+	if got, want := tb.rows(row), n+" "+n+" 0"; len(got) != 1 || strings.Join(got[0][3:6], " ") != want {
+		t.Errorf("listed stock, sold, remaining: got %v, want %s", got, want)
 	}
 	// The rate chart has drawn a line of samples.
 	tb.wait("the rate chart", `document.querySelector("#live-chart polyline")`)
@@ -216,13 +291,14 @@ func watchLive(t *testing.T, tb *tab, id int64) {
 
 func refuseStockBelowSold(t *testing.T, tb *tab, c *apptest.Client, id int64) {
 	t.Helper()
-	tb.do("lower the stock below sold", setValue("#new-stock-value", "2"), click("#stock-form button"))
+	low := fmt.Sprint(phone.stock)
+	tb.do("lower the stock below sold", setValue("#new-stock-value", low), click("#stock-form button"))
 	tb.wait("the refusal", `document.getElementById("stock-error").textContent.length > 0`)
-	if got := tb.text("#stock-error"); !strings.Contains(got, "The stock cannot be 2: that is fewer units than are already sold") {
+	if got := tb.text("#stock-error"); !strings.Contains(got, "The stock cannot be "+low+": that is fewer units than are already sold") {
 		t.Errorf("stock below sold: got %q, want it in plain words", got)
 	}
-	if it := c.AdminItem(t, id); it.Stock != 4 {
-		t.Errorf("stock after a refused change: got %d, want 4", it.Stock)
+	if it := c.AdminItem(t, id); it.Stock != phoneStock {
+		t.Errorf("stock after a refused change: got %d, want %d", it.Stock, phoneStock)
 	}
 }
 
@@ -237,7 +313,8 @@ func reconcileDryRun(t *testing.T, tb *tab) {
 	for _, r := range tb.rows("#rc-rows tr") {
 		got[r[0]] = strings.Join(r[1:], " | ")
 	}
-	for what, want := range map[string]string{"Stock": "4 | 4", "Sold (gate: taken)": "4 | 4", "Buyers (live orders)": "4 | 4", "Gate present": "– | yes"} {
+	both := fmt.Sprintf("%d | %d", phoneStock, phoneStock)
+	for what, want := range map[string]string{"Stock": both, "Sold (gate: taken)": both, "Buyers (live orders)": both, "Gate present": "– | yes"} {
 		if got[what] != want {
 			t.Errorf("reconciliation row %s: got %q, want database | gate %q (table %v)", what, got[what], want, got)
 		}
@@ -249,25 +326,26 @@ func reconcileDryRun(t *testing.T, tb *tab) {
 func repairDrift(t *testing.T, tb *tab, b testenv.Backend, id int64) {
 	t.Helper()
 	meta := fmt.Sprintf("%s:{item:%d}:meta", b.KeyPrefix, id)
-	if err := b.Redis(t).HSet(context.Background(), meta, "stock", 10).Err(); err != nil {
+	wrong := phoneStock + 30
+	if err := b.Redis(t).HSet(context.Background(), meta, "stock", wrong).Err(); err != nil {
 		t.Fatal(err)
 	}
 	tb.do("reconcile dry run", click("#rc-dry"))
 	tb.wait("the drift", `document.getElementById("rc-drift").dataset.drift !== "0"`)
-	if got := tb.text("#rc-drift-list"); !strings.Contains(got, "gate stock 10, database stock 4") {
-		t.Errorf("drift list: got %q, want the gate stock named", got)
+	if got, want := tb.text("#rc-drift-list"), fmt.Sprintf("gate stock %d, database stock %d", wrong, phoneStock); !strings.Contains(got, want) {
+		t.Errorf("drift list: got %q, want the gate stock named (%s)", got, want)
 	}
 	for _, r := range tb.rows("#rc-rows tr") {
-		if r[0] == "Stock" && strings.Join(r[1:], " | ") != "4 | 10" {
-			t.Errorf("stock row: got %v, want database 4, gate 10", r)
+		if want := fmt.Sprintf("%d | %d", phoneStock, wrong); r[0] == "Stock" && strings.Join(r[1:], " | ") != want {
+			t.Errorf("stock row: got %v, want database | gate %s", r, want)
 		}
 	}
 	tb.do("repair", click("#rc-repair"))
 	tb.wait("the confirmation", `document.getElementById("confirm").open`)
 	tb.do("confirm", click("#confirm-ok"))
 	tb.wait("the repair", `document.getElementById("rc-drift").textContent.startsWith("Repaired.")`)
-	if got, err := b.Redis(t).HGet(context.Background(), meta, "stock").Result(); err != nil || got != "4" {
-		t.Errorf("gate stock after the repair: got %q %v, want 4", got, err)
+	if got, err := b.Redis(t).HGet(context.Background(), meta, "stock").Result(); err != nil || got != fmt.Sprint(phoneStock) {
+		t.Errorf("gate stock after the repair: got %q %v, want %d", got, err, phoneStock)
 	}
 	tb.do("reconcile dry run", click("#rc-dry"))
 	tb.wait("no drift", `document.getElementById("rc-drift").textContent === "No drift: the database and the gate agree."`)

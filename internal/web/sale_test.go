@@ -104,17 +104,19 @@ func TestPagesEnforceCSP(t *testing.T) {
 
 // The sale-page steps of TestConsoleInBrowser (console_test.go) follow.
 
-// buyOut buys the item's 4 units on the sale page, then is told in words
-// that it is already bought and sold out.
+// buyOut buys the phone's last units on the sale page, one for each of
+// buyers, then is told in words that it is already bought and sold out.
 func buyOut(t *testing.T, tb *tab, c *apptest.Client, id int64) {
 	t.Helper()
 	tb.do("open the sale page", chromedp.EmulateViewport(390, 844), chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
-	tb.wait("the item", `document.getElementById("remaining").textContent === "4"`)
-	if got := tb.text("#name"); got != hostile {
-		t.Errorf("sale page name: got %q, want %q as text", got, hostile)
+	left := len(buyers)
+	tb.wait("the item", fmt.Sprintf(`document.getElementById("remaining").textContent === "%d"`, left))
+	if got := tb.text("#name"); got != phone.name {
+		t.Errorf("sale page name: got %q, want %q", got, phone.name)
 	}
-	if got := tb.text("#price"); got != "Price: 12.50" {
-		t.Errorf("price: got %q, want Price: 12.50", got)
+	// The page's locale is en-US (browser.tab), whatever the machine's.
+	if got := tb.text("#price"); got != "Price: 4,999.00" {
+		t.Errorf("price: got %q, want Price: 4,999.00", got)
 	}
 	if got := tb.text("#countdown"); got != "On sale now." {
 		t.Errorf("countdown: got %q, want On sale now.", got)
@@ -132,23 +134,24 @@ func buyOut(t *testing.T, tb *tab, c *apptest.Client, id int64) {
 		}
 		return got
 	}
-	if got := buy("buyer-0", "created"); !strings.Contains(got, "It's yours!") || !strings.Contains(got, "for buyer-0") {
+	first := buyers[0]
+	if got := buy(first, "created"); !strings.Contains(got, "It's yours!") || !strings.Contains(got, "for "+first+".") {
 		t.Errorf("first buy: got %q, want It's yours! and the order", got)
 	}
-	tb.wait("3 left", `document.getElementById("remaining").textContent === "3"`)
+	tb.wait(fmt.Sprintf("%d left", left-1), fmt.Sprintf(`document.getElementById("remaining").textContent === "%d"`, left-1))
 	tb.screenshot("sale.png")
-	if got := buy("buyer-0", "already_purchased"); !strings.Contains(got, "already bought this item") {
-		t.Errorf("second buy by buyer-0: got %q, want the already-bought words", got)
+	if got := buy(first, "already_purchased"); !strings.Contains(got, "already bought this item") {
+		t.Errorf("second buy by %s: got %q, want the already-bought words", first, got)
 	}
-	for i := 1; i < 4; i++ {
-		buy(fmt.Sprintf("buyer-%d", i), "created")
+	for _, user := range buyers[1:] {
+		buy(user, "created")
 	}
-	if got := buy("buyer-4", "sold_out"); !strings.Contains(got, "sold out") {
+	if got := buy("liu.yang", "sold_out"); !strings.Contains(got, "sold out") {
 		t.Errorf("buy after the last unit: got %q, want the sold-out words", got)
 	}
 	tb.wait("none left", `document.getElementById("remaining").textContent === "0"`)
-	if it := c.AdminItem(t, id); it.Sold != 4 || it.Remaining != 0 {
-		t.Errorf("after the sale: got sold %d remaining %d, want 4 and 0", it.Sold, it.Remaining)
+	if it := c.AdminItem(t, id); it.Sold != phoneStock || it.Remaining != 0 {
+		t.Errorf("after the sale: got sold %d remaining %d, want %d and 0", it.Sold, it.Remaining, phoneStock)
 	}
 }
 
