@@ -30,8 +30,6 @@ var (
 	releaseSrc string
 	//go:embed lua/repair.lua
 	repairSrc string
-	//go:embed lua/restock.lua
-	restockSrc string
 	//go:embed lua/moveout.lua
 	moveOutSrc string
 	//go:embed lua/movein.lua
@@ -46,7 +44,6 @@ var (
 	setStockScript    = redis.NewScript(setStockSrc)
 	releaseScript     = redis.NewScript(releaseSrc)
 	repairScript      = redis.NewScript(repairSrc)
-	restockScript     = redis.NewScript(restockSrc)
 	moveOutScript     = redis.NewScript(moveOutSrc)
 	moveInScript      = redis.NewScript(moveInSrc)
 	adjustScript      = redis.NewScript(adjustSrc)
