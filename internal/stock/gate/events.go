@@ -16,12 +16,14 @@ import (
 
 // The events channel (<prefix>:events) carries two messages:
 //
-//	soldout <item> <restock number known> <unix µs the request noted its generation>
-//	restock <item> <restock number>
+//	soldout <item> <last restock id known, or -> <unix µs the request noted its generation>
+//	restock <item> <restock id>
 //
 // An instance that learns an item is sold out says so, and the others mark
-// it too; a stock change or a returned unit is a restock, numbered per item,
-// and every instance forgets the item's "sold out".
+// it too; a stock change or a returned unit is a restock, with a random id
+// of its own (RestockID), and every instance forgets the item's "sold out".
+// Nothing of this is kept in Redis, so Redis losing its data loses no
+// restock.
 const (
 	// eventsIdle is how long the subscription may be silent before it is
 	// pinged; a ping unanswered for as long again means it is dead.
@@ -140,54 +142,50 @@ func (e *Events) listen(ctx context.Context) {
 // apply updates the memo from one message; malformed ones are ignored.
 func (e *Events) apply(payload string) {
 	f := strings.Fields(payload)
-	num := func(i int) (int64, bool) {
-		if i >= len(f) {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(f[i], 10, 64)
-		return n, err == nil
-	}
-	id, ok1 := num(1)
-	seq, ok2 := num(2)
-	if len(f) == 0 || !ok1 || !ok2 {
+	if len(f) < 3 {
 		return
 	}
-	switch f[0] {
-	case "restock":
-		e.memo.Restocked(id, seq)
-	case "soldout":
-		if noted, ok := num(3); ok {
-			e.memo.markRemote(id, seq, time.UnixMicro(noted))
+	id, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return
+	}
+	switch {
+	case f[0] == "restock" && len(f) == 3:
+		e.memo.heard(id, RestockID(f[2]))
+	case f[0] == "soldout" && len(f) == 4:
+		noted, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			return
 		}
+		last := RestockID(f[2])
+		if last == noRestock {
+			last = ""
+		}
+		e.memo.markRemote(id, last, time.UnixMicro(noted))
 	}
 }
 
+// noRestock stands for RestockID "" in a message.
+const noRestock = "-"
+
 // SoldOut tells the other instances that item id is sold out, as learned by
-// a request that noted g and knew restock number seq.
-func (e *Events) SoldOut(ctx context.Context, id, seq int64, g MemoGen) error {
-	msg := fmt.Sprintf("soldout %d %d %d", id, seq, g.at.UnixMicro())
+// a request that noted g and knew last as the item's last restock.
+func (e *Events) SoldOut(ctx context.Context, id int64, last RestockID, g MemoGen) error {
+	if last == "" {
+		last = noRestock
+	}
+	msg := fmt.Sprintf("soldout %d %s %d", id, last, g.at.UnixMicro())
 	if err := e.rdb.Publish(ctx, e.keys.Events(), msg).Err(); err != nil {
 		return Error("publish sold out", err)
 	}
 	return nil
 }
 
-// Restock numbers and publishes a restock of item id, and returns its number.
-func (e *Events) Restock(ctx context.Context, id int64) (int64, error) {
-	res, err := restockScript.Run(ctx, e.rdb, []string{e.keys.restocks(id)}, e.keys.Events(), id).Slice()
-	if err != nil {
-		return 0, Error("publish restock", err)
+// Restock announces restock r of item id (see NewRestockID) to every
+// instance, this one included.
+func (e *Events) Restock(ctx context.Context, id int64, r RestockID) error {
+	if err := e.rdb.Publish(ctx, e.keys.Events(), fmt.Sprintf("restock %d %s", id, r)).Err(); err != nil {
+		return Error("publish restock", err)
 	}
-	_, data, err := Reply(res)
-	if err != nil {
-		return 0, err
-	}
-	if len(data) != 1 {
-		return 0, fmt.Errorf("redis: publish restock: unexpected reply %v", res)
-	}
-	n, ok := data[0].(int64)
-	if !ok {
-		return 0, fmt.Errorf("redis: publish restock: unexpected reply %v", res)
-	}
-	return n, nil
+	return nil
 }

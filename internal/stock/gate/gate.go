@@ -108,12 +108,45 @@ const voidTTL = 10 * time.Minute
 // HandBack returns the unit orderID reserved for userID, once, and reports
 // whether it went back. soldOutAt, when not "", is the stock the reserve
 // saw: the database said sold out at it, and the gate is marked so.
-// It runs in bk, the bucket the unit was reserved in.
+// It runs in bk, the bucket the unit was reserved in (the user's home).
+//
+// Once means once with Release too: a write that committed although its
+// caller heard an error may be handed back and, its order cancelled, be
+// released as well, in either order. Both record the order in the released
+// set of its release bucket (ReleaseBucket). When that is bk, one script
+// does it all; otherwise (an item with several buckets) the buckets are in
+// different slots and it takes three: check in bk that the attempt owns the
+// buyer entry, release the unit in the release bucket, then drop the entry
+// in bk. A hand-back cut short leaves the entry, and the next one (a retry,
+// the orphan hand-back, a reconcile) finishes it, the released set saying
+// whether the unit is back already.
 func (g *Gate) HandBack(ctx context.Context, bk Bucket, userID, orderID, soldOutAt string) (bool, error) {
 	bkeys := g.keys.Bucket(bk)
-	keys := []string{bkeys.Meta, bkeys.Buyers, bkeys.Released, bkeys.void(orderID)}
-	status, err := runStatus(ctx, g.rdb, handBackScript, "hand back", keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second))
-	return status == "back", err
+	rel := ReleaseBucket(bk.Item, bk.K, orderID)
+	if rel == bk {
+		keys := []string{bkeys.Meta, bkeys.Buyers, bkeys.Released, bkeys.void(orderID)}
+		status, err := runStatus(ctx, g.rdb, handBackScript, "hand back", keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second))
+		return status == "back", err
+	}
+	keys := []string{bkeys.Meta, bkeys.Buyers, bkeys.void(orderID)}
+	status, err := runStatus(ctx, g.rdb, handBackHomeScript, "hand back", keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second))
+	if err != nil || status != "owned" {
+		return false, err
+	}
+	rkeys := g.keys.Bucket(rel)
+	status, err = runStatus(ctx, g.rdb, releaseScript, "hand back: release", []string{rkeys.Meta, rkeys.Released}, orderID)
+	if err != nil {
+		return false, err
+	}
+	if status != "released" && status != "already" && status != "missing" {
+		return false, statusError("hand back: release", bk.Item, status)
+	}
+	// 'missing': the release bucket is lost, and the item is rebuilt
+	// whole; without the entry the rebuild counts the unit free.
+	if _, err := runStatus(ctx, g.rdb, dropBuyerScript, "hand back: drop buyer", []string{bkeys.Buyers}, userID, orderID); err != nil {
+		return false, err
+	}
+	return status == "released", nil
 }
 
 // Build creates the item's gate, unless it exists, from a database

@@ -71,9 +71,6 @@ func (k Keys) OrderIndex(orderID string) string { return k.prefix + ":order:" + 
 // Released is the set of order ids whose unit the gate has taken back.
 func (k Keys) Released(id int64) string { return k.Item(id) + ":released" }
 
-// restocks counts the item's restock events (see Events).
-func (k Keys) restocks(id int64) string { return k.Item(id) + ":restocks" }
-
 // void marks an attempt that was handed back (see reserve.lua).
 func (k Keys) void(id int64, orderID string) string { return k.Item(id) + ":void:" + orderID }
 

@@ -63,8 +63,8 @@ func itemKeys(t *testing.T, k Keys, id int64) (keys, names []string) {
 	if methods < 8 {
 		t.Fatalf("found %d Keys methods taking an item id, want at least 8: is the reflection broken?", methods)
 	}
-	keys = append(keys, k.restocks(id), k.Item(id)+":rebuild:"+randomHex(6))
-	names = append(names, "restocks", "rebuild")
+	keys = append(keys, k.Item(id)+":rebuild:"+randomHex(6))
+	names = append(names, "rebuild")
 	for _, s := range oddStrings {
 		keys = append(keys, k.void(id, s))
 		names = append(names, "void")

@@ -22,13 +22,19 @@ const (
 //
 // Each restock of an item starts a new generation, and a "sold out" learned
 // by a request that noted an older generation is not remembered: it may
-// predate the restock. Restocks are numbered per item in Redis (the number
-// and the message are one script, so every subscriber sees the numbers in
-// order); a "sold out" from another instance carries the number its request
-// knew and is ignored here when this instance has seen a later restock,
-// since Redis delivered that restock first only if it was published first.
-// A (re)subscription may have lost messages: it voids every mark, and
-// marks from requests noted before it.
+// predate the restock. Every restock carries a random id (RestockID) that
+// no other restock ever has; a "sold out" from another instance carries the
+// id of the last restock its instance had heard of, and is remembered here
+// only if this instance knows that very restock as the item's last: any
+// other id may be older or newer, which ids cannot tell. So nothing the
+// memo relies on lives in Redis: losing Redis's data (a restart without
+// persistence, a FLUSHALL, a failover to a replica that lagged) cannot make
+// a restock look like one seen before.
+//
+// A restock this process made always forgets the item, as does every
+// restock heard whose id is not the last one seen (an echo of it changes
+// nothing). A (re)subscription may have lost messages: it voids every
+// mark, marks from requests noted before it, and the last ids seen.
 type Memo struct {
 	mu         sync.RWMutex
 	items      map[int64]soldOutEntry
@@ -41,10 +47,17 @@ type Memo struct {
 }
 
 type soldOutEntry struct {
-	gen uint64    // bumped by every restock of the item
-	seq int64     // the highest restock number seen
-	at  time.Time // when it was known sold out; zero: it is not
+	gen  uint64    // bumped by every restock of the item
+	last RestockID // the last restock seen; "": none since the subscription
+	at   time.Time // when it was known sold out; zero: it is not
 }
+
+// RestockID names one restock of an item: random, never reused. "" is no
+// restock (none seen).
+type RestockID string
+
+// NewRestockID returns a fresh RestockID.
+func NewRestockID() RestockID { return RestockID(randomHex(8)) }
 
 // MemoGen is what a request notes before it asks whether stock is left.
 type MemoGen struct {
@@ -89,25 +102,26 @@ func (m *Memo) Generation(id int64) MemoGen {
 }
 
 // Mark remembers a "sold out" learned by a request that noted g. It returns
-// whether this is news (the item was not known sold out) and the restock
-// number the request knew: what to tell the other instances.
-func (m *Memo) Mark(id int64, g MemoGen) (news bool, seq int64) {
+// whether this is news (the item was not known sold out) and the last
+// restock this instance knows of: what to tell the other instances.
+func (m *Memo) Mark(id int64, g MemoGen) (news bool, last RestockID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entries()[id]
 	if g.epoch != m.epoch || g.gen != e.gen {
-		return false, 0
+		return false, ""
 	}
 	now := m.clock()
 	news = !m.fresh(e, now)
 	e.at = now
 	m.items[id] = e
-	return news, e.seq
+	return news, e.last
 }
 
 // markRemote applies another instance's "sold out", learned by a request
-// that knew restock number seq and noted its generation at noted.
-func (m *Memo) markRemote(id, seq int64, noted time.Time) {
+// that knew last as the item's last restock and noted its generation at
+// noted.
+func (m *Memo) markRemote(id int64, last RestockID, noted time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e := m.entries()[id]
@@ -115,38 +129,61 @@ func (m *Memo) markRemote(id, seq int64, noted time.Time) {
 	case !m.subscribed || noted.Before(m.since):
 		// It may predate a restock published before this subscription.
 		return
-	case seq < e.seq:
-		return // it predates a restock seen here
-	case seq > e.seq:
-		// A restock this instance missed: what its own requests learned
-		// before it is stale too.
+	case last == e.last:
+	case e.last == "":
+		// No restock heard since the subscription, and the request noted
+		// its generation after it, so after any restock this one missed:
+		// what this instance's own requests learned before is stale too.
 		e.gen++
-		e.seq = seq
+		e.last = last
+	default:
+		// A restock this instance has not heard of, or one older than the
+		// last it heard: ids cannot tell which, so it is not trusted.
+		return
 	}
 	e.at = m.clock()
 	m.items[id] = e
 }
 
-// Restocked starts a new generation after restock number seq; seq 0 is a
-// change whose number is not known (its announcement failed).
-func (m *Memo) Restocked(id, seq int64) {
+// Restocked forgets item id after restock r, made by this process: units
+// are available again.
+func (m *Memo) Restocked(id int64, r RestockID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e := m.entries()[id]
-	if seq > 0 && seq <= e.seq {
-		return // seen already: its generation has started
+	m.restock(id, r)
+}
+
+// heard applies restock r of item id announced on the events channel: a
+// new generation, unless r is the last restock seen (the echo of this
+// process's own, or a restock a "sold out" told of first).
+func (m *Memo) heard(id int64, r RestockID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r != "" && r == m.items[id].last {
+		return
 	}
+	m.restock(id, r)
+}
+
+// restock starts a new generation after restock r; m.mu is held.
+func (m *Memo) restock(id int64, r RestockID) {
+	e := m.entries()[id]
 	e.gen++
-	e.seq = max(e.seq, seq)
+	e.last = r
 	e.at = time.Time{}
 	m.items[id] = e
 }
 
-// Forget starts a new generation after a change this process made.
-func (m *Memo) Forget(id int64) { m.Restocked(id, 0) }
+// Forget starts a new generation after a change this process made whose
+// announcement failed: it gets an id no other instance knows, so until a
+// restock is heard no "sold out" from elsewhere is trusted (it may predate
+// the change).
+func (m *Memo) Forget(id int64) { m.Restocked(id, NewRestockID()) }
 
 // subscribe records a confirmed (re)subscription. Messages may have been
-// lost before it, so everything known is dropped.
+// lost before it, so everything known is dropped: the marks, and the last
+// restocks seen (a "sold out" noted after the subscription is trusted
+// until a restock is heard).
 func (m *Memo) subscribe() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -155,6 +192,7 @@ func (m *Memo) subscribe() {
 	m.since = m.clock()
 	for id, e := range m.items {
 		e.at = time.Time{}
+		e.last = ""
 		m.items[id] = e
 	}
 }

@@ -20,6 +20,10 @@ var (
 	reserveSrc string
 	//go:embed lua/handback.lua
 	handBackSrc string
+	//go:embed lua/handbackhome.lua
+	handBackHomeSrc string
+	//go:embed lua/dropbuyer.lua
+	dropBuyerSrc string
 	//go:embed lua/build.lua
 	buildSrc string
 	//go:embed lua/buildbuyers.lua
@@ -30,8 +34,6 @@ var (
 	releaseSrc string
 	//go:embed lua/repair.lua
 	repairSrc string
-	//go:embed lua/restock.lua
-	restockSrc string
 	//go:embed lua/moveout.lua
 	moveOutSrc string
 	//go:embed lua/movein.lua
@@ -39,17 +41,18 @@ var (
 	//go:embed lua/adjust.lua
 	adjustSrc string
 
-	reserveScript     = redis.NewScript(admitSrc + reserveSrc)
-	handBackScript    = redis.NewScript(handBackSrc)
-	buildScript       = redis.NewScript(buildSrc)
-	buildBuyersScript = redis.NewScript(buildBuyersSrc)
-	setStockScript    = redis.NewScript(setStockSrc)
-	releaseScript     = redis.NewScript(releaseSrc)
-	repairScript      = redis.NewScript(repairSrc)
-	restockScript     = redis.NewScript(restockSrc)
-	moveOutScript     = redis.NewScript(moveOutSrc)
-	moveInScript      = redis.NewScript(moveInSrc)
-	adjustScript      = redis.NewScript(adjustSrc)
+	reserveScript      = redis.NewScript(admitSrc + reserveSrc)
+	handBackScript     = redis.NewScript(handBackSrc)
+	handBackHomeScript = redis.NewScript(handBackHomeSrc)
+	dropBuyerScript    = redis.NewScript(dropBuyerSrc)
+	buildScript        = redis.NewScript(buildSrc)
+	buildBuyersScript  = redis.NewScript(buildBuyersSrc)
+	setStockScript     = redis.NewScript(setStockSrc)
+	releaseScript      = redis.NewScript(releaseSrc)
+	repairScript       = redis.NewScript(repairSrc)
+	moveOutScript      = redis.NewScript(moveOutSrc)
+	moveInScript       = redis.NewScript(moveInSrc)
+	adjustScript       = redis.NewScript(adjustSrc)
 )
 
 // ReserveScript is the reserve script, for tests that catch it in flight.

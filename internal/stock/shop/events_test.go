@@ -3,6 +3,7 @@ package shop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,6 +137,90 @@ func TestResubscriptionClearsTheMemo(t *testing.T) {
 		waitFor(t, "subscribed again", s.soldOut.Subscribed)
 		if s.KnownSoldOut(42) {
 			t.Error("after the resubscription: item 42 still known sold out, want every mark forgotten")
+		}
+	})
+}
+
+// TestUnitsBackAfterRedisLossReachEveryInstance is issue 20's defect:
+// restocks were numbered by a counter in Redis and every instance ignored
+// a number at or below the highest it had seen. After Redis lost its data
+// the counter restarted at 1, so a raise of a sold-out item (or a
+// cancellation) was answered sold_out for up to 10 s by every instance, the
+// one that made the change included. Here the item is restocked a few
+// times, sold out on both instances, and Redis loses the item's keys; then
+// units come back through A, which sells at once, and B, whose memo trusts
+// a mark for a minute here, sells as soon as the restock event reaches it.
+func TestUnitsBackAfterRedisLossReachEveryInstance(t *testing.T) {
+	backs := []struct {
+		name string
+		back func(ctx context.Context, s *Service, it *stock.Item, sold []*stock.Order) error
+	}{
+		{"raise", func(ctx context.Context, s *Service, it *stock.Item, _ []*stock.Order) error {
+			_, _, err := s.SetStock(ctx, it.ID, it.Stock+2)
+			return err
+		}},
+		{"cancel", func(ctx context.Context, s *Service, _ *stock.Item, sold []*stock.Order) error {
+			for _, o := range sold[:2] {
+				if _, err := s.CancelOrder(ctx, o.ID, o.UserID); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+	}
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock} {
+			for _, back := range backs {
+				t.Run(string(strategy)+"/"+back.name, func(t *testing.T) {
+					ctx := context.Background()
+					a := newTestService(t, b, Config{}, nil)
+					bs := newTestService(t, b, Config{}, nil)
+					for _, s := range []*Service{a, bs} {
+						s.soldOut.SetSafety(time.Minute)
+					}
+					waitFor(t, "both instances subscribed", func() bool { return a.soldOut.Subscribed() && bs.soldOut.Subscribed() })
+					it, err := a.CreateItem(ctx, stock.NewItem{Name: "lost", Stock: 1, Strategy: strategy})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for n := int64(2); n <= 4; n++ { // restocks before the loss
+						if _, it, err = a.SetStock(ctx, it.ID, n); err != nil {
+							t.Fatal(err)
+						}
+					}
+					order := func(s *Service, user string) (*stock.Order, error) {
+						o, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: user})
+						return o, err
+					}
+					var sold []*stock.Order
+					for i := range it.Stock {
+						o, err := order(a, fmt.Sprintf("u%d", i))
+						if err != nil {
+							t.Fatal(err)
+						}
+						sold = append(sold, o)
+					}
+					for i, s := range []*Service{a, bs} {
+						if _, err := order(s, fmt.Sprintf("late%d", i)); !errors.Is(err, stock.ErrSoldOut) {
+							t.Fatalf("instance %d past the stock: got %v, want ErrSoldOut", i, err)
+						}
+					}
+					waitFor(t, "both know the item is sold out", func() bool { return a.KnownSoldOut(it.ID) && bs.KnownSoldOut(it.ID) })
+
+					testenv.DeleteKeys(t, b.Universal(t), a.keys.Item(it.ID)+"*")
+
+					if err := back.back(ctx, a, it, sold); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := order(a, "afterA"); err != nil {
+						t.Errorf("A, right after its own change: got %v, want an order", err)
+					}
+					waitFor(t, "B forgets the sold out", func() bool { return !bs.KnownSoldOut(it.ID) })
+					if _, err := order(bs, "afterB"); err != nil {
+						t.Errorf("B, after the restock event: got %v, want an order", err)
+					}
+				})
+			}
 		}
 	})
 }

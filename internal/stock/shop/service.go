@@ -334,26 +334,25 @@ func (s *Service) KnownPurchased(itemID int64, userID string) bool {
 // markSoldOut remembers that item id is sold out, as learned by a request
 // that noted gen, and tells the other instances.
 func (s *Service) markSoldOut(ctx context.Context, id int64, gen gate.MemoGen) {
-	if news, seq := s.soldOut.Mark(id, gen); news {
+	if news, last := s.soldOut.Mark(id, gen); news {
 		// The other instances may mark it too; if they miss it, they
 		// learn it themselves.
-		if perr := s.events.SoldOut(ctx, id, seq, gen); perr != nil {
+		if perr := s.events.SoldOut(ctx, id, last, gen); perr != nil {
 			s.cfg.Logger.DebugContext(ctx, "sold out not announced", "item", id, "err", perr)
 		}
 	}
 }
 
 // restocked makes this and every other instance forget that item id is sold
-// out: units of it are available again.
+// out: units of it are available again. This instance forgets it first,
+// whatever Redis answers.
 func (s *Service) restocked(ctx context.Context, id int64) {
-	seq, err := s.events.Restock(ctx, id)
-	if err != nil {
-		s.soldOut.Forget(id)
+	r := gate.NewRestockID()
+	s.soldOut.Restocked(id, r)
+	if err := s.events.Restock(ctx, id, r); err != nil {
 		s.cfg.Logger.WarnContext(ctx, "restock not announced; other instances may refuse the item for a few seconds more",
 			"item", id, "err", err)
-		return
 	}
-	s.soldOut.Restocked(id, seq)
 }
 
 // KnownSoldOut reports whether this process knows the item is sold out: it

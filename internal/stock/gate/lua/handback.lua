@@ -2,6 +2,9 @@
 -- the attempt that still owns the buyer entry returns the unit, once, and
 -- never when the order id is in the released set already (a write that did
 -- commit, despite its error, whose order was then cancelled and released).
+-- The released set is that of the order's release bucket (ReleaseBucket):
+-- this script runs when it is the buyer's home bucket; otherwise
+-- Gate.HandBack runs handbackhome.lua, release.lua and dropbuyer.lua.
 -- Replies {status}: 'back' when the unit went back to the gate, 'kept'
 -- otherwise.
 local meta = KEYS[1]
