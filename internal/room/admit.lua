@@ -2,6 +2,7 @@
 --   * expired unused passes leave the live set first, so their slots pass
 --     to the next in line (no-show compensation);
 --   * at most max_unused passes are live (admitted, not used, not expired);
+--   * at most per_call in one call, so one script never blocks Redis long;
 --   * at most rate admissions per second of the callers' clock. The trick:
 --     by the ms-th millisecond of a second at most ceil(rate*(ms+1)/1000)
 --     may have been admitted in it, so the rate is spread over the second
@@ -12,6 +13,7 @@ local meta, live, draw = KEYS[1], KEYS[2], KEYS[3]
 local now_ms = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local max_unused = tonumber(ARGV[3])
+local per_call = tonumber(ARGV[4])
 
 local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n')
 local phase = m[1]
@@ -32,7 +34,7 @@ elseif sec < win then
   ms = 0
 end
 local allowed = math.ceil(rate * (ms + 1) / 1000)
-local n = math.min(allowed - win_n, max_unused - redis.call('ZCARD', live), seq - head)
+local n = math.min(allowed - win_n, max_unused - redis.call('ZCARD', live), seq - head, per_call)
 if n <= 0 then return {'ok', expired, 0, {}} end
 
 local function u32(s, i)

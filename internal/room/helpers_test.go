@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,6 +37,17 @@ func forEachRedis(t *testing.T, fn func(t *testing.T, e env)) {
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		fn(t, env{b: b, rdb: b.Universal(t), prefix: b.KeyPrefix, item: 100 + nextItem.Add(1)})
 	})
+}
+
+// forEachRealRedis is forEachRedis without the embedded Redis.
+func forEachRealRedis(t *testing.T, fn func(t *testing.T, e env)) {
+	t.Helper()
+	for name, open := range map[string]func(testing.TB) testenv.Backend{"mariadb": testenv.Real, "cluster": testenv.Cluster} {
+		t.Run(name, func(t *testing.T) {
+			b := open(t)
+			fn(t, env{b: b, rdb: b.Universal(t), prefix: b.KeyPrefix, item: 100 + nextItem.Add(1)})
+		})
+	}
 }
 
 // room opens the env's item's room through a client of its own: a second
@@ -97,6 +109,23 @@ func joinUsers(t testing.TB, r *room.Room, from, n int, now time.Time) []int64 {
 		tickets = append(tickets, join(t, r, fmt.Sprintf("u%d", i), now).Ticket)
 	}
 	return tickets
+}
+
+// joinMany joins n users from 8 goroutines, when their order does not matter.
+func joinMany(t testing.TB, r *room.Room, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				if _, err := r.Join(context.Background(), fmt.Sprintf("m%d", i), t0); err != nil {
+					t.Errorf("Join: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func seq(from, to int64) []int64 {

@@ -23,7 +23,7 @@ import (
 //	0x01                      version
 //	uvarint item id
 //	uvarint ticket id
-//	uvarint expiry            Unix seconds; the pass is good while now < expiry
+//	uvarint expiry            Unix seconds, rounded down; good while now < expiry
 //	user id                   the rest of the payload, 1..64 bytes
 //	32 bytes                  HMAC-SHA256(key, everything above)
 //
@@ -94,10 +94,11 @@ type Pass struct {
 	ItemID int64
 	UserID string
 	Ticket int64
-	Expiry time.Time // the pass is good while now is before it (second precision)
+	Expiry time.Time // the pass is good while now is before it (whole seconds)
 }
 
-// Issue signs p. The expiry is rounded up to the second.
+// Issue signs p. The expiry is rounded down to the second, so a pass never
+// outlives the live entry the room keeps for it (to the millisecond).
 func (k PassKey) Issue(p Pass) (string, error) {
 	if len(k.key) == 0 {
 		return "", fmt.Errorf("%w: zero PassKey", ErrInvalid)
@@ -105,10 +106,7 @@ func (k PassKey) Issue(p Pass) (string, error) {
 	if p.ItemID <= 0 || p.Ticket <= 0 || !stock.ValidUserID(p.UserID) {
 		return "", fmt.Errorf("%w: pass needs a positive item and ticket and a valid user id", ErrInvalid)
 	}
-	exp := p.Expiry.Unix()
-	if p.Expiry.Nanosecond() != 0 {
-		exp++
-	}
+	exp := p.Expiry.Unix() // rounded down: a pass never outlives the room's record of it
 	if exp <= 0 {
 		return "", fmt.Errorf("%w: pass expiry %v before 1970", ErrInvalid, p.Expiry)
 	}

@@ -186,16 +186,16 @@ func TestPassIssueRefusesBadFields(t *testing.T) {
 	}
 }
 
-func TestPassExpiryRoundsUp(t *testing.T) {
+func TestPassExpiryRoundsDown(t *testing.T) {
 	k := testKey(t, 'k')
 	p := samplePass
-	p.Expiry = passNow.Add(1500 * time.Millisecond)
+	p.Expiry = passNow.Add(1999 * time.Millisecond)
 	got, err := k.Verify(issue(t, k, p), 42, "alice", passNow)
 	if err != nil {
 		t.Fatalf("Verify: %v", err)
 	}
-	if want := passNow.Add(2 * time.Second); !got.Expiry.Equal(want) {
-		t.Errorf("expiry = %v, want %v (rounded up, never cut short)", got.Expiry, want)
+	if want := passNow.Add(time.Second); !got.Expiry.Equal(want) {
+		t.Errorf("expiry = %v, want %v (rounded down: never past the room's own expiry)", got.Expiry, want)
 	}
 }
 
