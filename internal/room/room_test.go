@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 func TestJoinOnePlacePerUser(t *testing.T) {
@@ -213,7 +214,11 @@ func TestAdmitRateAcrossInstances(t *testing.T) {
 						if i == 1 && ms+7 >= 1000 {
 							ms = 999
 						}
-						adm := admit(t, inst, at(s*1000+ms), rate, 1_000_000)
+						adm, err := inst.Admit(context.Background(), at(s*1000+ms), rate, 1_000_000)
+						if err != nil {
+							t.Errorf("Admit: %v", err) // not Fatal: off the test's goroutine
+							return
+						}
 						mu.Lock()
 						perSecond[s] += len(adm.Tickets)
 						all = append(all, adm.Tickets...)
@@ -523,4 +528,46 @@ func TestAdmitPerCallBound(t *testing.T) {
 			t.Errorf("the next call admitted %d, want the 10 left", len(a.Tickets))
 		}
 	})
+}
+
+// TestRedisStalledFailsFast: a Redis that hangs costs a caller its
+// context's deadline, no more, and the answer is ErrUnavailable. A join
+// held by the stall may still run when Redis resumes: the retry then finds
+// the same place, never a second one.
+func TestRedisStalledFailsFast(t *testing.T) {
+	b := testenv.Real(t)
+	opt, err := redis.ParseURL(b.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, opt.Addr)
+	opt.Addr = proxy.Addr()
+	opt.ContextTimeoutEnabled = true // as the service's client: a deadline bounds each call
+	opt.MaxRetries = -1
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	r, err := room.New(rdb, 1, &room.Options{KeyPrefix: b.KeyPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := room.NewSeed()
+	setUp(t, r, seed, time.Minute)
+
+	proxy.Stall()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = r.Join(ctx, "stuck", t0)
+	if !errors.Is(err, room.ErrUnavailable) {
+		t.Errorf("Join on a stalled Redis = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Join on a stalled Redis took %v, want about its 300 ms deadline", d)
+	}
+	proxy.Heal()
+
+	s := join(t, r, "stuck", t0)
+	if s.Ticket != 1 || s.Waiting != 1 {
+		t.Errorf("retry after the stall = ticket %d of %d waiting, want ticket 1 of 1", s.Ticket, s.Waiting)
+	}
 }
