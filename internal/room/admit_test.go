@@ -194,3 +194,36 @@ func TestAdmitPerCallBound(t *testing.T) {
 		}
 	})
 }
+
+func TestStats(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		r := e.room(t, nil)
+		if _, err := r.Stats(ctx); !errors.Is(err, room.ErrNoRoom) {
+			t.Errorf("Stats without a room = %v, want ErrNoRoom", err)
+		}
+		seed := room.NewSeed()
+		setUp(t, r, seed, time.Second)
+		joinUsers(t, r, 1, 4, t0)
+		if s, err := r.Stats(ctx); err != nil || s != (room.Stats{Phase: "pre", Tickets: 4, Waiting: 4}) {
+			t.Errorf("Stats before the opening = %+v, %v", s, err)
+		}
+		if err := r.Open(ctx, seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, r, 5, 2, t0)
+		a := admit(t, r, at(999), 3, 10)
+		if err := r.Consume(ctx, a.Tickets[0], at(999)); err != nil {
+			t.Fatal(err)
+		}
+		admit(t, r, at(2000), 3, 10) // the two unused passes expired at 1.999 s
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := room.Stats{Phase: "open", Closed: true, Tickets: 6, PreQueue: 4, Waiting: 2,
+			Admitted: 4, Used: 1, Expired: 2, Live: 1, Rate: 3}
+		if s, err := r.Stats(ctx); err != nil || s != want {
+			t.Errorf("Stats = %+v, %v; want %+v", s, err, want)
+		}
+	})
+}

@@ -37,6 +37,7 @@
 //	key.Verify(pass, itemID, userID, now)          // the order path, no Redis
 //	r.Consume(ctx, ticket, now)                    // after the order was taken
 //	r.Close(ctx) / r.Resume(ctx)                   // sold out / stock came back
+//	r.Stats(ctx)                                   // counters for metrics and the console
 //
 // Status.User names the ticket's owner and Status.Pass is signed for that
 // owner: a handler must show a ticket's pass to its owner only (tickets are
