@@ -1,0 +1,59 @@
+-- Admits the next users in line, all instances together:
+--   * expired unused passes leave the live set first, so their slots pass
+--     to the next in line (no-show compensation);
+--   * at most max_unused passes are live (admitted, not used, not expired);
+--   * at most per_call in one call, so one script never blocks Redis long;
+--   * at most rate admissions per second of the callers' clock. The trick:
+--     by the ms-th millisecond of a second at most ceil(rate*(ms+1)/1000)
+--     may have been admitted in it, so the rate is spread over the second
+--     and one second never exceeds it. The window only moves forward: a
+--     caller whose clock is behind counts as at the current second's
+--     first millisecond, so a lagging clock adds no burst.
+local meta, live, draw = KEYS[1], KEYS[2], KEYS[3]
+local now_ms = tonumber(ARGV[1])
+local rate = tonumber(ARGV[2])
+local max_unused = tonumber(ARGV[3])
+local per_call = tonumber(ARGV[4])
+
+local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n')
+local phase = m[1]
+if not phase then return {'noroom', 0, 0, {}} end
+local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
+if expired > 0 then redis.call('HINCRBY', meta, 'expired', expired) end
+redis.call('HSET', meta, 'rate', rate)
+if phase ~= 'open' then return {'notopen', expired, 0, {}} end
+if m[2] == '1' then return {'sold_out', expired, 0, {}} end
+
+local pre, head, seq, ttl = tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6])
+local sec = math.floor(now_ms / 1000)
+local win, win_n = tonumber(m[7]) or -1, tonumber(m[8]) or 0
+local ms = now_ms - sec * 1000
+if sec > win then
+  win, win_n = sec, 0
+elseif sec < win then
+  ms = 0
+end
+local allowed = math.ceil(rate * (ms + 1) / 1000)
+local n = math.min(allowed - win_n, max_unused - redis.call('ZCARD', live), seq - head, per_call)
+if n <= 0 then return {'ok', expired, 0, {}} end
+
+local function u32(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+-- Serve numbers head+1..head+n: the pre-queue's tickets from the draw,
+-- then each ticket is its own serve number.
+local drawn = ''
+local last_pre = math.min(head + n, pre)
+if head < last_pre then drawn = redis.call('GETRANGE', draw, 4 * head, 4 * last_pre - 1) end
+local expiry = now_ms + ttl
+local admitted = {}
+for serve = head + 1, head + n do
+  local ticket = serve
+  if serve <= pre then ticket = u32(drawn, 4 * (serve - head - 1) + 1) end
+  redis.call('ZADD', live, expiry, ticket)
+  admitted[#admitted + 1] = ticket
+end
+redis.call('HSET', meta, 'head', head + n, 'win', win, 'win_n', win_n + n)
+redis.call('HINCRBY', meta, 'admitted', n)
+return {'ok', expired, expiry, admitted}

@@ -1,0 +1,229 @@
+package room_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/room"
+)
+
+// TestAdmitRateAcrossInstances: two instances admit concurrently; in no
+// second of the injected clock do they admit more than R together, and
+// with enough people waiting they admit exactly R.
+func TestAdmitRateAcrossInstances(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		const rate, seconds = 37, 4
+		a, b := e.room(t, nil), e.room(t, nil)
+		seed := room.NewSeed()
+		setUp(t, a, seed, time.Hour)
+		if err := a.Open(context.Background(), seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, a, 1, rate*seconds+50, t0)
+
+		perSecond := make([]int, seconds)
+		var all []int64
+		var mu sync.Mutex
+		for s := range int64(seconds) {
+			// Both instances call every few ms through the same second,
+			// concurrently; the next second starts when both are through.
+			var wg sync.WaitGroup
+			for i, inst := range []*room.Room{a, b} {
+				wg.Go(func() {
+					for ms := int64(i * 3); ms < 1000; ms += 7 {
+						if i == 1 && ms+7 >= 1000 {
+							ms = 999
+						}
+						adm, err := inst.Admit(context.Background(), at(s*1000+ms), rate, 1_000_000)
+						if err != nil {
+							t.Errorf("Admit: %v", err) // not Fatal: off the test's goroutine
+							return
+						}
+						mu.Lock()
+						perSecond[s] += len(adm.Tickets)
+						all = append(all, adm.Tickets...)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+		}
+		for s, n := range perSecond {
+			if n != rate {
+				t.Errorf("second %d: %d admitted by two instances, want exactly %d (never more)", s, n, rate)
+			}
+		}
+		slices.Sort(all)
+		wantTickets(t, "admitted tickets", all, seq(1, rate*seconds))
+	})
+}
+
+func TestAdmitSpreadsTheRateOverTheSecond(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		r := e.room(t, nil)
+		seed := room.NewSeed()
+		setUp(t, r, seed, time.Hour)
+		if err := r.Open(context.Background(), seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, r, 1, 30, t0)
+		steps := []struct {
+			ms   int64
+			want int
+		}{
+			{0, 1},    // ceil(10*1/1000)
+			{99, 0},   // ceil(10*100/1000) = 1, already used
+			{100, 1},  // ceil(10*101/1000) = 2
+			{499, 3},  // 5 by the middle of the second
+			{999, 5},  // 10 in the whole second
+			{999, 0},  // and never more
+			{1000, 1}, // a new second
+			{500, 0},  // a caller whose clock is behind shares the current second
+			{1999, 9}, // the rest of it
+			{1500, 0}, // still nothing for the late clock
+			{5000, 1}, // seconds with no call carry nothing over
+			{5999, 9},
+		}
+		for _, s := range steps {
+			if a := admit(t, r, at(s.ms), 10, 1000); len(a.Tickets) != s.want {
+				t.Fatalf("Admit at %d ms admitted %d, want %d", s.ms, len(a.Tickets), s.want)
+			}
+		}
+	})
+}
+
+// TestAdmitCapAndNoShows: never more live passes than the cap; a used
+// pass frees its slot at once, an expired one at the next Admit, and the
+// tickets read used and expired.
+func TestAdmitCapAndNoShows(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		r := e.room(t, nil)
+		seed := room.NewSeed()
+		setUp(t, r, seed, 10*time.Second)
+		if err := r.Open(ctx, seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, r, 1, 10, t0)
+
+		a := admit(t, r, at(0), 1_000_000, 3)
+		wantTickets(t, "first admission", a.Tickets, seq(1, 3))
+		if !a.PassExpiry.Equal(at(10_000)) {
+			t.Errorf("pass expiry %v, want %v", a.PassExpiry, at(10_000))
+		}
+		wantTickets(t, "at the cap", admit(t, r, at(1), 1_000_000, 3).Tickets, nil)
+
+		if err := r.Consume(ctx, 2, at(5)); err != nil {
+			t.Fatalf("Consume(2): %v", err)
+		}
+		if err := r.Consume(ctx, 2, at(6)); !errors.Is(err, room.ErrPassUsed) || !errors.Is(err, room.ErrNotLive) {
+			t.Errorf("Consume(2) again = %v, want ErrPassUsed", err)
+		}
+		if err := r.Consume(ctx, 9, at(6)); !errors.Is(err, room.ErrNotLive) || errors.Is(err, room.ErrPassUsed) {
+			t.Errorf("Consume(never admitted) = %v, want ErrNotLive", err)
+		}
+		wantTickets(t, "after one was used", admit(t, r, at(7), 1_000_000, 3).Tickets, []int64{4})
+		// A lower cap (stock ran down) admits nobody until enough passes go.
+		wantTickets(t, "cap lowered", admit(t, r, at(8), 1_000_000, 2).Tickets, nil)
+
+		if s := status(t, r, 1, at(9_999)); s.State != room.StateAdmitted || !s.PassExpiry.Equal(at(10_000)) {
+			t.Errorf("ticket 1 just before expiry: %+v, want admitted until %v", s, at(10_000))
+		}
+		if err := r.Consume(ctx, 3, at(10_000)); !errors.Is(err, room.ErrNotLive) {
+			t.Errorf("Consume(3) at its expiry = %v, want ErrNotLive", err)
+		}
+		// Tickets 1 and 3 expired at 10 s, ticket 4 at 10.007 s.
+		a = admit(t, r, at(10_000), 1_000_000, 3)
+		if a.Expired != 2 {
+			t.Errorf("expired = %d, want 2", a.Expired)
+		}
+		wantTickets(t, "slots handed on", a.Tickets, seq(5, 6))
+		for tk, want := range map[int64]room.State{1: room.StateExpired, 2: room.StateUsed, 3: room.StateExpired, 4: room.StateAdmitted, 5: room.StateAdmitted, 7: room.StateWaiting} {
+			if s := status(t, r, tk, at(10_000)); s.State != want {
+				t.Errorf("ticket %d: %s, want %s", tk, s.State, want)
+			}
+		}
+		if s := status(t, r, 7, at(10_000)); s.Position != 1 || s.ETASeconds != 1 || s.Waiting != 4 {
+			t.Errorf("ticket 7: %+v, want position 1, eta 1 s, 4 waiting", s)
+		}
+		if s := status(t, r, 10, at(10_000)); s.Position != 4 || s.Ahead != 3 {
+			t.Errorf("ticket 10: %+v, want position 4 with 3 ahead", s)
+		}
+	})
+}
+
+func TestETA(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		r := e.room(t, nil)
+		seed := room.NewSeed()
+		setUp(t, r, seed, time.Minute)
+		if err := r.Open(context.Background(), seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, r, 1, 25, t0)
+		if s := status(t, r, 25, t0); s.ETASeconds != -1 {
+			t.Errorf("ETA before any admission = %d, want -1 (unknown)", s.ETASeconds)
+		}
+		admit(t, r, at(999), 4, 100) // admits 4: rate 4 a second
+		if s := status(t, r, 25, at(999)); s.Position != 21 || s.ETASeconds != 6 {
+			t.Errorf("ticket 25: position %d eta %d, want 21 and ceil(21/4) = 6", s.Position, s.ETASeconds)
+		}
+	})
+}
+
+// TestAdmitPerCallBound runs on the real Redis and Cluster only: 5,000
+// joins through miniredis's Lua take seconds and prove nothing more.
+func TestAdmitPerCallBound(t *testing.T) {
+	forEachRealRedis(t, func(t *testing.T, e env) {
+		r := e.room(t, nil)
+		seed := room.NewSeed()
+		setUp(t, r, seed, time.Minute)
+		if err := r.Open(context.Background(), seed); err != nil {
+			t.Fatal(err)
+		}
+		joinMany(t, r, room.MaxAdmitPerCall+10)
+		if a := admit(t, r, at(999), 1_000_000, 1_000_000); len(a.Tickets) != room.MaxAdmitPerCall {
+			t.Errorf("one call admitted %d, want MaxAdmitPerCall = %d", len(a.Tickets), room.MaxAdmitPerCall)
+		}
+		if a := admit(t, r, at(999), 1_000_000, 1_000_000); len(a.Tickets) != 10 {
+			t.Errorf("the next call admitted %d, want the 10 left", len(a.Tickets))
+		}
+	})
+}
+
+func TestStats(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		r := e.room(t, nil)
+		if _, err := r.Stats(ctx); !errors.Is(err, room.ErrNoRoom) {
+			t.Errorf("Stats without a room = %v, want ErrNoRoom", err)
+		}
+		seed := room.NewSeed()
+		setUp(t, r, seed, time.Second)
+		joinUsers(t, r, 1, 4, t0)
+		if s, err := r.Stats(ctx); err != nil || s != (room.Stats{Phase: "pre", Tickets: 4, Waiting: 4}) {
+			t.Errorf("Stats before the opening = %+v, %v", s, err)
+		}
+		if err := r.Open(ctx, seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, r, 5, 2, t0)
+		a := admit(t, r, at(999), 3, 10)
+		if err := r.Consume(ctx, a.Tickets[0], at(999)); err != nil {
+			t.Fatal(err)
+		}
+		admit(t, r, at(2000), 3, 10) // the two unused passes expired at 1.999 s
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := room.Stats{Phase: "open", Closed: true, Tickets: 6, PreQueue: 4, Waiting: 2,
+			Admitted: 4, Used: 1, Expired: 2, Live: 1, Rate: 3}
+		if s, err := r.Stats(ctx); err != nil || s != want {
+			t.Errorf("Stats = %+v, %v; want %+v", s, err, want)
+		}
+	})
+}

@@ -1,0 +1,17 @@
+-- Marks a live pass used (its order was taken): its slot among the
+-- max_unused live passes is free again, and it is never live again.
+local meta, live, used = KEYS[1], KEYS[2], KEYS[3]
+local ticket = ARGV[1]
+local now_ms = tonumber(ARGV[2])
+
+if redis.call('EXISTS', meta) == 0 then return 'noroom' end
+local expiry = redis.call('ZSCORE', live, ticket)
+if not expiry then
+  if redis.call('SISMEMBER', used, ticket) == 1 then return 'used' end
+  return 'notlive'
+end
+if tonumber(expiry) <= now_ms then return 'notlive' end
+redis.call('ZREM', live, ticket)
+redis.call('SADD', used, ticket)
+redis.call('HINCRBY', meta, 'used', 1)
+return 'ok'

@@ -1,0 +1,52 @@
+// Package room is a fair virtual waiting room in front of a sale (issue
+// 21): buyers take a ticket, the tickets taken before the opening are put in
+// a random order anyone can check afterwards (the draw), later ones queue in
+// arrival order, and admission lets them through at a set rate with a signed
+// pass that the order path verifies in the process. It is an admission
+// concern in front of the shop, not a strategy inside it: it knows nothing
+// of stock except what its caller tells it (the cap of live passes, Close
+// when sold out).
+//
+// The package is not wired into the HTTP API yet; docs/DESIGN.md, "Waiting
+// room", lists what remains.
+//
+// The parts:
+//
+//   - Passes (PassKey, Pass): HMAC-SHA256 over (item, ticket, expiry, user),
+//     base64url, verified with no Redis call. Each refusal has its own
+//     sentinel (ErrPassMissing, ErrPassForged, ErrPassExpired,
+//     ErrPassWrongUser, ErrPassWrongItem), all matching ErrPassRejected.
+//   - The draw (Seed, DrawOrder, VerifyDraw, PublicDraw): a commitment
+//     published at Setup, the seed revealed at Open, tickets sorted by
+//     HMAC-SHA256(seed, decimal ticket id). The seckill-draw command checks
+//     a room's public draw.
+//   - The room (Room): one item's tickets in Redis, every key in the item's
+//     hash tag {item:ID} (beside the item's gate keys), every change one Lua
+//     script, so instances share it and a Redis Cluster serves it from the
+//     item's slot.
+//
+// A room's life:
+//
+//	r, _ := room.New(rdb, itemID, &room.Options{PassKey: key})
+//	seed := room.NewSeed()                         // keep it secret (and durable)
+//	r.Setup(ctx, seed.Commitment(), passTTL)       // publish the commitment
+//	st, _ := r.Join(ctx, userID, now)              // a ticket; again: the same one
+//	r.Open(ctx, seed)                              // at starts_at: the draw
+//	r.Admit(ctx, now, rate, maxLive)               // every ~100 ms, any instance
+//	st, _ = r.Status(ctx, ticket, now)             // poll: place, ETA, the pass
+//	key.Verify(pass, itemID, userID, now)          // the order path, no Redis
+//	r.Consume(ctx, ticket, now)                    // after the order was taken
+//	r.Close(ctx) / r.Resume(ctx)                   // sold out / stock came back
+//	r.Stats(ctx)                                   // counters for metrics and the console
+//
+// Status.User names the ticket's owner and Status.Pass is signed for that
+// owner: a handler must show a ticket's pass to its owner only (tickets are
+// small sequential numbers, and the draw publishes them). A pass shown to
+// someone else is useless to them (it is bound to the owner's user id), but
+// it leaks who queued.
+//
+// Failure: every Redis error is ErrUnavailable, wrapping the cause; the
+// caller fails closed. A crash between Open's steps leaves a room that the
+// next Open call finishes (each step is safe to repeat); a crash in any
+// other call leaves the one script's effect or none.
+package room

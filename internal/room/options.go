@@ -1,0 +1,27 @@
+package room
+
+import "github.com/seckill/seckill/internal/stock/gate"
+
+// Options configure a Room. A nil *Options means all defaults.
+type Options struct {
+	// KeyPrefix starts every Redis key, as gate.Keys's prefix does (same
+	// rules: no braces or spaces). Default gate.DefaultKeyPrefix, so a
+	// room's keys sit beside its item's gate keys in the same slot.
+	KeyPrefix string
+
+	// PassKey, when set, signs a pass into every admitted Status (Pass).
+	// Default: the zero PassKey, no pass is signed; the caller signs one
+	// from Status.User and Status.PassExpiry.
+	PassKey PassKey
+}
+
+func (o *Options) resolve() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.KeyPrefix == "" {
+		r.KeyPrefix = gate.DefaultKeyPrefix
+	}
+	return r
+}

@@ -1,0 +1,8 @@
+-- A ticket's state and place: the poll of a waiting page.
+local meta, tickets, rank, live, used = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local ticket = ARGV[1]
+local now_ms = tonumber(ARGV[2])
+
+local st = ticket_status(meta, tickets, rank, live, used, ticket, now_ms)
+table.insert(st, tonumber(ticket))
+return st
