@@ -70,9 +70,15 @@ func (m *missingItems) known(ctx context.Context, id int64, maxID func(context.C
 	}
 	ch := m.reading.DoChan("ceiling", func() (any, error) {
 		// Shared: it must not end because the first caller went away.
+		start := m.clock()
+		m.mu.Lock()
+		fresh := !m.ceilingAt.IsZero() && start.Sub(m.ceilingAt) < m.ttl
+		m.mu.Unlock()
+		if fresh { // read by a flight that ended since this caller looked
+			return nil, nil
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), viewReadTimeout)
 		defer cancel()
-		start := m.clock()
 		n, err := maxID(rctx)
 		if err != nil {
 			return nil, err
