@@ -94,7 +94,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		Queue: queue.Config{Writers: cfg.Writers, Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
 			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(os.Getenv),
 			Durability: cfg.AsyncDurability},
-		Lifecycle: a.metrics})
+		Lifecycle: a.metrics, MissingItemTTL: missingItemTTL(cfg.MissingItemTTL)})
 	if err != nil {
 		return nil, err
 	}
@@ -114,6 +114,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	shop := readyShop{Service: a.service, ready: newReadinessCache(a.service, readinessTTL, time.Second)}
 	a.handler = handler.New(shop, hcfg)
 	return a, nil
+}
+
+// missingItemTTL is SECKILL_MISSING_ITEM_TTL as shop reads it: there zero
+// means its default and a negative value off; here zero is off.
+func missingItemTTL(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func randomToken() string {

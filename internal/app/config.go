@@ -75,6 +75,13 @@ type Config struct {
 	// RateIP limits orders per client address, same syntax
 	// (SECKILL_RATE_IP). Default "0" (off).
 	RateIP string
+	// MissingItemTTL is how long an item id the database said does not
+	// exist is answered 404 from memory on the public paths (an item's
+	// page, its orders), so unknown ids cost no database read each
+	// (SECKILL_MISSING_ITEM_TTL). An item created on another instance is
+	// 404 here at most this long. The command line's default is
+	// DefaultMissingItemTTL; zero (as in a Config built in code) is off.
+	MissingItemTTL time.Duration
 	// UserJWTSecret, when set, makes orders take the user from an HS256
 	// bearer token's "sub" (SECKILL_USER_JWT_SECRET). At least 32 bytes.
 	UserJWTSecret string
@@ -215,6 +222,9 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_RATE_USER", flag: "rate-user", help: "orders per user: `N/s`, `N/m` or `N/h`, optionally `:burst` (e.g. `600/m:20`); `0` = off", str: &c.RateUser,
 			doc: "`" + DefaultRateUser + "` (burst 10) with a real Redis; off with the embedded one"},
 		{env: "SECKILL_RATE_IP", flag: "rate-ip", help: "orders per client address, same syntax", str: &c.RateIP, def: DefaultRateIP},
+		{env: "SECKILL_MISSING_ITEM_TTL", flag: "missing-item-ttl", help: "how long an unknown item id is answered 404 from memory on the public item and order paths " +
+			"(at most `" + dur(maxMissingItemTTL) + "`); an item created on another instance is 404 here at most this long; `0` = off",
+			dur: &c.MissingItemTTL, def: dur(DefaultMissingItemTTL)},
 		{env: "SECKILL_USER_JWT_SECRET", flag: "user-jwt-secret", help: "HS256 secret of user tokens, at least 32 bytes; set = JWT mode", str: &c.UserJWTSecret,
 			doc: "empty: the body's `user_id` is trusted"},
 		{env: "SECKILL_ADMIN_ADDR", flag: "admin-addr", help: "separate listen address of the admin API, the console, `/metrics` and pprof", str: &c.AdminAddr,
@@ -352,6 +362,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DBTimeout >= request {
 		problems = append(problems, fmt.Errorf("SECKILL_DB_TIMEOUT=%s: must be under SECKILL_REQUEST_TIMEOUT (%s), so a stalled database answers 503 before the request's deadline", c.DBTimeout, request))
+	}
+	if c.MissingItemTTL < 0 || c.MissingItemTTL > maxMissingItemTTL {
+		problems = append(problems, fmt.Errorf("SECKILL_MISSING_ITEM_TTL=%s: must be from 0 (off) to %s", c.MissingItemTTL, maxMissingItemTTL))
 	}
 	if c.PaymentTimeout < 0 {
 		problems = append(problems, fmt.Errorf("SECKILL_PAYMENT_TIMEOUT=%s: must not be negative (0 = orders never expire)", c.PaymentTimeout))

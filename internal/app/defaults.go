@@ -48,6 +48,11 @@ const (
 	// budget.
 	DefaultRateUser = "10/s"
 	DefaultRateIP   = "0"
+	// DefaultMissingItemTTL is how long an unknown item id is answered
+	// from memory; an item created on another instance is unknown there
+	// at most that long, so it stays short.
+	DefaultMissingItemTTL = shop.DefaultMissingItemTTL
+	maxMissingItemTTL     = time.Minute
 	// DefaultWriters is how many lua-async writers a process runs.
 	DefaultWriters     = queue.DefaultWriters
 	maxWriters         = 64

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/sync/singleflight"
 )
 
 // The live view of an item is a stream of Server-Sent Events: one "stats"
@@ -22,6 +23,16 @@ const (
 	// liveMargin is kept between a stream's end and the request deadline,
 	// for the last event's reads.
 	liveMargin = 1500 * time.Millisecond
+	// liveShareAge: the views of one item share its event, read once (by
+	// one of them) and reused by the others for this long, so an item
+	// costs two reads a second however many views watch it. Under
+	// liveInterval, so each view still gets a new event every tick.
+	liveShareAge = liveInterval / 2
+	// liveMaxStreams caps the live views open at once in this process
+	// (each holds a connection and a goroutine); past it a view is refused
+	// 429 rate_limited, to retry after liveBusyRetry.
+	liveMaxStreams = 64
+	liveBusyRetry  = 5 * time.Second
 )
 
 // liveJSON is one event of the live view.
@@ -42,6 +53,12 @@ type liveJSON struct {
 
 // liveItem streams the live view of an item (text/event-stream).
 func (h *Handler) liveItem(c *gin.Context) {
+	closeStream, ok := h.tally.openStream()
+	if !ok {
+		h.writeError(c, &rateLimited{retryAfter: liveBusyRetry})
+		return
+	}
+	defer closeStream()
 	it, ok := h.item(c) // a bad or unknown id is a plain JSON error
 	if !ok {
 		return
@@ -61,11 +78,12 @@ func (h *Handler) liveItem(c *gin.Context) {
 	_, _ = w.WriteString("retry: 1000\n\n")
 	var prevSold int64
 	var prevAt time.Time
+	var prevRate *float64
 	failing := false // logged once per run of failed reads, not each second
 	tick := time.NewTicker(liveInterval)
 	defer tick.Stop()
 	for {
-		ev, err := h.liveEvent(ctx, it.ID)
+		ev, err := h.sharedLiveEvent(ctx, it.ID)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -78,11 +96,15 @@ func (h *Handler) liveItem(c *gin.Context) {
 			_, _ = w.WriteString("event: problem\ndata: " + string(b) + "\n\n")
 		} else {
 			failing = false
-			if !prevAt.IsZero() {
+			switch {
+			case !prevAt.IsZero() && ev.At.After(prevAt):
 				rate := float64(ev.Item.Sold-prevSold) / ev.At.Sub(prevAt).Seconds()
-				ev.SoldPerSecond = &rate
+				prevRate = &rate
+				prevSold, prevAt = ev.Item.Sold, ev.At
+			case prevAt.IsZero():
+				prevSold, prevAt = ev.Item.Sold, ev.At
 			}
-			prevSold, prevAt = ev.Item.Sold, ev.At
+			ev.SoldPerSecond = prevRate // the same shared event again keeps the last rate
 			b, _ := json.Marshal(ev)
 			_, _ = w.WriteString("event: stats\ndata: " + string(b) + "\n\n")
 		}
@@ -95,6 +117,37 @@ func (h *Handler) liveItem(c *gin.Context) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// sharedLiveEvent is the item's live event for one view: a copy of the one
+// read less than liveShareAge ago for any view of the item, or of a new
+// read, shared by the views that ask at once. The read does not end when
+// the view that started it goes away; each view waits only its own ctx.
+func (h *Handler) sharedLiveEvent(ctx context.Context, id int64) (*liveJSON, error) {
+	if ev := h.tally.recent(id, time.Now()); ev != nil {
+		cp := *ev
+		return &cp, nil
+	}
+	ch := h.tally.reads.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), liveMargin)
+		defer cancel()
+		ev, err := h.liveEvent(rctx, id)
+		if err != nil {
+			return nil, err
+		}
+		h.tally.keep(id, ev)
+		return ev, nil
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		cp := *r.Val.(*liveJSON)
+		return &cp, nil
 	}
 }
 
@@ -119,19 +172,59 @@ func (h *Handler) liveEvent(ctx context.Context, id int64) (*liveJSON, error) {
 // orderTally counts refused orders by item and error code, for the items
 // a live view watches and only while one does: the order path then pays one
 // atomic load, and the counts are bounded by the items watched.
+//
+// It also keeps what the live views share: the count of open views (capped
+// at maxStreams) and each watched item's last event (see sharedLiveEvent).
 type orderTally struct {
 	watchers atomic.Int64 // open live views of any item
 	mu       sync.Mutex
 	items    map[int64]*itemTally
+
+	streams    atomic.Int64 // live views open, watching or not yet
+	maxStreams int64
+	reads      singleflight.Group // one live read per item at a time
 }
 
 type itemTally struct {
 	watchers int
 	since    time.Time
 	codes    map[string]int64
+	last     *liveJSON // the item's last event, shared by its views
 }
 
-func newOrderTally() *orderTally { return &orderTally{items: map[int64]*itemTally{}} }
+func newOrderTally() *orderTally {
+	return &orderTally{items: map[int64]*itemTally{}, maxStreams: liveMaxStreams}
+}
+
+// openStream counts a live view in, unless maxStreams are open; the
+// returned done counts it out.
+func (t *orderTally) openStream() (done func(), ok bool) {
+	if t.streams.Add(1) > t.maxStreams {
+		t.streams.Add(-1)
+		return nil, false
+	}
+	return func() { t.streams.Add(-1) }, true
+}
+
+// recent returns the item's last event if it was read less than
+// liveShareAge before now.
+func (t *orderTally) recent(id int64, now time.Time) *liveJSON {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if it := t.items[id]; it != nil && it.last != nil && now.Sub(it.last.At) < liveShareAge {
+		return it.last
+	}
+	return nil
+}
+
+// keep stores the item's last event while a view watches it.
+func (t *orderTally) keep(id int64, ev *liveJSON) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if it := t.items[id]; it != nil && (it.last == nil || ev.At.After(it.last.At)) {
+		it.last = ev
+	}
+}
 
 // watch starts counting the item's refusals (if no view did) until the
 // returned stop is called by every view that called watch.

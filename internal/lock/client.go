@@ -163,6 +163,32 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, opt 
 	return nil, ErrNotObtained
 }
 
+// RaiseFence raises the fence counter of key to at least floor and returns
+// the counter after the call; it never lowers it, so callers raising at once,
+// each from its own read of the guarded resource, are safe, and fences stay
+// strictly increasing. The next acquisition of key gets a fence above floor.
+//
+// Use it when the guarded resource refused a holder's fence as stale
+// although no newer holder should exist: the counter exists but lags the
+// resource (a Redis replica promoted before the last INCRs reached it),
+// which Options.FenceFloor cannot see because it seeds only a missing
+// counter. Release the stale lock, raise the counter to the highest fence
+// the resource has seen, and Obtain again. A holder whose fence is below
+// floor stays refused by the resource; raising never revives it.
+func (c *Client) RaiseFence(ctx context.Context, key string, floor int64) (int64, error) {
+	if key == "" {
+		return 0, ErrInvalidKey
+	}
+	if floor < 0 {
+		return 0, fmt.Errorf("%w: negative fence floor %d", ErrInvalidOptions, floor)
+	}
+	n, err := seedScript.Run(ctx, c.rdb, []string{keysFor(key).fence}, floor).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("lock: raise fence counter of %q: %w", key, err)
+	}
+	return n, nil
+}
+
 // maxSeeds bounds how often one try re-seeds a fence counter that keeps
 // vanishing (Redis losing its data again and again).
 const maxSeeds = 3

@@ -35,6 +35,13 @@
 //     so fences stay monotonic across the loss. A holder from before the
 //     loss keeps its old fence; the resource refuses it once a newer fence
 //     has written, as after any lapsed lease.
+//   - A counter that survives but lags the resource (a replica promoted
+//     before the last INCRs reached it) looks like any counter, so only the
+//     resource can tell: it refuses the holder's fence as stale. The holder
+//     then releases, calls Client.RaiseFence with the resource's highest
+//     fence (the same only-raise script) and obtains again, getting a fence
+//     above it. Raising never lowers the counter, so a holder with an older
+//     fence stays refused.
 //   - A TTL is only ever extended: a re-entry or a Refresh with a shorter
 //     TTL leaves the key's longer TTL alone, so no acquisition's lease is
 //     cut short by another acquisition of the same owner.

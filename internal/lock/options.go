@@ -76,6 +76,8 @@ type Options struct {
 	// are safe), and tries again; the next fence is above every fence the
 	// resource has stored. An error from FenceFloor fails the Obtain with
 	// ErrNotObtained and that error. Default nil: fences restart after a loss.
+	// A counter that exists but lags the resource is not seeded here (only
+	// the resource can tell it lags): see Client.RaiseFence.
 	//
 	// Limit: a holder that got its fence before the loss but had not written
 	// with it yet may hold a fence equal to or above the first new ones (the

@@ -3,6 +3,7 @@ package shop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,4 +66,78 @@ func replayAfterLostClaims(t *testing.T, b testenv.Backend, strategy stock.Strat
 	lose()
 	replay(s2, "on an instance that has not seen the sell-out")
 	replay(s1, "once more on the first instance")
+}
+
+// A keyed order on an item this process knows is sold out skips the
+// per-user limit (the handler refuses it from memory), so it must not cost
+// a 24 h claim in Redis: one user sending distinct Idempotency-Keys would
+// grow Redis without bound. The refusal stores nothing; a key that bought
+// still replays its order, and a refused key retried after a restock buys
+// once and then replays that order (one order per key, promise 4).
+func TestSoldOutKeyedRefusalStoresNothing(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		for _, strategy := range stock.Strategies {
+			t.Run(string(strategy), func(t *testing.T) {
+				ctx := context.Background()
+				s := newTestService(t, b, Config{Queue: queue.Config{Writers: 1}}, nil)
+				rdb := b.Redis(t)
+				it, err := s.CreateItem(ctx, stock.NewItem{Name: "last unit", Stock: 1, Strategy: strategy})
+				if err != nil {
+					t.Fatal(err)
+				}
+				won := stock.OrderRequest{ItemID: it.ID, UserID: "alice", IdempotencyKey: "alice-1"}
+				o, _, err := s.PlaceOrder(ctx, won)
+				if err != nil {
+					t.Fatal(err)
+				}
+				awaitWritten(t, s, []string{o.ID}, 15*time.Second)
+				if _, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "bob"}); !errors.Is(err, stock.ErrSoldOut) {
+					t.Fatalf("bob: got %v, want sold out", err)
+				}
+				if !s.KnownSoldOut(it.ID) {
+					t.Fatal("the item is not known sold out after a sold-out answer")
+				}
+				claims := func() int {
+					t.Helper()
+					keys, err := rdb.Keys(ctx, s.keys.Idem(it.ID, "*")).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					return len(keys)
+				}
+				before := claims()
+				for n := range 200 {
+					req := stock.OrderRequest{ItemID: it.ID, UserID: "mallory", IdempotencyKey: fmt.Sprintf("m-%d", n)}
+					if _, _, err := s.PlaceOrder(ctx, req); !errors.Is(err, stock.ErrSoldOut) {
+						t.Fatalf("mallory's key %d: got %v, want sold out", n, err)
+					}
+				}
+				if after := claims(); after != before {
+					t.Errorf("claims after 200 sold-out keyed refusals: got %d, want %d (none stored)", after, before)
+				}
+				if got, replayed, err := s.PlaceOrder(ctx, won); err != nil || !replayed || got.ID != o.ID {
+					t.Errorf("alice's replay: got %+v replayed %v %v, want order %s", got, replayed, err, o.ID)
+				}
+				if _, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "carol", IdempotencyKey: "alice-1"}); !errors.Is(err, stock.ErrIdempotencyConflict) {
+					t.Errorf("carol with alice's key: got %v, want an idempotency conflict", err)
+				}
+
+				if _, _, err := s.SetStock(ctx, it.ID, 2); err != nil {
+					t.Fatal(err)
+				}
+				retry := stock.OrderRequest{ItemID: it.ID, UserID: "mallory", IdempotencyKey: "m-0"}
+				bought, _, err := s.PlaceOrder(ctx, retry)
+				if err != nil {
+					t.Fatalf("mallory's refused key retried after the restock: %v", err)
+				}
+				awaitWritten(t, s, []string{bought.ID}, 15*time.Second)
+				if got, replayed, err := s.PlaceOrder(ctx, retry); err != nil || !replayed || got.ID != bought.ID {
+					t.Errorf("mallory's key again: got %+v replayed %v %v, want order %s replayed", got, replayed, err, bought.ID)
+				}
+				if _, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "mallory", IdempotencyKey: "m-1"}); err == nil {
+					t.Error("mallory's second key bought a second order")
+				}
+			})
+		}
+	})
 }

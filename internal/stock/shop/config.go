@@ -19,6 +19,7 @@ const (
 	DefaultWriteTimeout   = time.Second
 	DefaultReplayWait     = 5 * time.Second
 	DefaultSweepInterval  = time.Second
+	DefaultMissingItemTTL = time.Second
 )
 
 // Config tunes a Service. Zero values mean the documented defaults.
@@ -71,6 +72,12 @@ type Config struct {
 	// Lifecycle receives order transitions and stock returns (metrics).
 	// Default none.
 	Lifecycle LifecycleObserver
+	// MissingItemTTL is how long the public paths (an item's page, its
+	// orders) answer an item id the database said does not exist from
+	// memory (see missingItems); an item created by another instance is
+	// unknown here at most that long. Default DefaultMissingItemTTL (1s);
+	// negative: off, every unknown id is read.
+	MissingItemTTL time.Duration
 }
 
 // OrderObserver receives order outcomes. It must be fast and safe for
@@ -81,6 +88,9 @@ type OrderObserver interface {
 }
 
 func (c *Config) withDefaults() {
+	if c.MissingItemTTL == 0 {
+		c.MissingItemTTL = DefaultMissingItemTTL
+	}
 	if c.DefaultStrategy == "" {
 		c.DefaultStrategy = DefaultStrategy
 	}

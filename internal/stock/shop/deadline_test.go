@@ -196,6 +196,10 @@ func (g *deadlineGuard) hold(ctx context.Context, _ int64) (int64, error) {
 	return 0, nil
 }
 
+func (g *deadlineGuard) raiseFence(ctx context.Context, itemID int64) (int64, error) {
+	return g.hold(ctx, itemID)
+}
+
 func (g *deadlineGuard) done(int64, bool) {}
 
 // The orphan window (suspicion in issue 10): a reservation without an

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,4 +144,214 @@ func waitUnlocked(t *testing.T, rdb *redis.Client, key string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// lagFenceCounter simulates a failover to a replica that missed the last
+// INCRs of the item's fence counter: the database has accepted fences up
+// to dbFence (written by holders whose INCRs the replica never saw), the
+// counter exists at counter, below it, and the lock hash is gone.
+func lagFenceCounter(t *testing.T, s *Service, rdb *redis.Client, itemID, dbFence, counter int64) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := rawSQL(t, s.store).Exec("UPDATE items SET lock_fence = ? WHERE id = ?", dbFence, itemID); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, s.keys.Lock(itemID)+":fence", counter, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, s.keys.Lock(itemID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A fence counter that survived a failover but lags the database (issue
+// 20, defect 3): the first holder's fence is refused as stale; the writer
+// raises the counter to the database's fence, takes the lock again and
+// writes, so no order hears 503. Fences from before the raise stay
+// refused, and a refusal says nothing was written.
+func TestLockFenceCounterLaggingDatabase(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{}, nil)
+		rdb := b.Redis(t)
+		it, err := s.CreateItem(ctx, stock.NewItem{Name: "fenced", Stock: 20, Strategy: stock.StrategyLock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lockKey := s.keys.Lock(it.ID)
+		order := func(user string) error {
+			_, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: user})
+			return err
+		}
+		for n := range 3 {
+			if err := order(fmt.Sprintf("pre%d", n)); err != nil {
+				t.Fatalf("order %d before the failover: %v", n, err)
+			}
+			waitUnlocked(t, rdb, lockKey)
+		}
+		lagFenceCounter(t, s, rdb, it.ID, 50, 4)
+
+		// One at a time, each after the previous lock is released, so
+		// every order takes a new lock (and fence).
+		for n := range 10 {
+			if err := order(fmt.Sprintf("post%d", n)); err != nil {
+				t.Fatalf("order %d after the failover (database fence 50, counter 4): %v", n, err)
+			}
+			waitUnlocked(t, rdb, lockKey)
+		}
+		dbFence := lockFenceOf(t, s.store, it.ID)
+		if dbFence <= 50 {
+			t.Errorf("database fence %d after the failover, want above 50", dbFence)
+		}
+		if counter, err := rdb.Get(ctx, lockKey+":fence").Int64(); err != nil || counter < dbFence {
+			t.Errorf("fence counter %d (%v), want at least the database's %d", counter, err, dbFence)
+		}
+		if got, err := s.store.Item(ctx, it.ID); err != nil || got.Sold != 13 {
+			t.Errorf("sold: got %v (%v), want 13", got, err)
+		}
+
+		// Holders from before the raise: one the old master granted 50,
+		// one the lagging counter granted 5. Both stay refused, and the
+		// refusal is a plain 503, not "may have committed".
+		for i, fence := range []int64{50, 5} {
+			o := &stock.Order{ID: fmt.Sprintf("00000000-0000-7000-8000-0000000000%02d", i), ItemID: it.ID, UserID: fmt.Sprintf("old%d", i)}
+			err := s.store.InsertOrder(ctx, o, "", fence)
+			if !errors.Is(err, store.ErrFenceStale) || !errors.Is(err, stock.ErrUnavailable) || errors.Is(err, store.ErrMaybeCommitted) {
+				t.Errorf("write with fence %d after the raise: got %v, want ErrFenceStale and ErrUnavailable, not ErrMaybeCommitted", fence, err)
+			}
+			if _, _, err := s.store.OrderOf(ctx, it.ID, o.UserID); !errors.Is(err, stock.ErrNotFound) {
+				t.Errorf("order with fence %d: got %v, want not found", fence, err)
+			}
+		}
+	})
+}
+
+// Two instances find the lagging counter at once and race the raise, each
+// with many orders queued: every order is written or sold out, none is
+// refused as stale, and the item sells exactly its stock.
+func TestLockFenceLaggingCounterTwoInstances(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		st := newTestStore(t, b, nil)
+		a := newTestServiceOn(t, b, st, Config{}, nil)
+		bs := newTestServiceOn(t, b, st, Config{}, nil)
+		rdb := b.Redis(t)
+		it, err := a.CreateItem(ctx, stock.NewItem{Name: "fenced", Stock: 30, Strategy: stock.StrategyLock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lagFenceCounter(t, a, rdb, it.ID, 100, 1)
+
+		const buyers = 40
+		errs := make([]error, buyers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range buyers {
+			s := a
+			if i%2 == 1 {
+				s = bs
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, _, errs[i] = s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: fmt.Sprintf("u%02d", i)})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		sold, soldOut := 0, 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				sold++
+			case errors.Is(err, stock.ErrSoldOut):
+				soldOut++
+			default:
+				t.Errorf("buyer %d: %v", i, err)
+			}
+		}
+		got, err := st.Item(ctx, it.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sold != 30 || soldOut != buyers-30 || got.Sold != 30 {
+			t.Errorf("got %d sold, %d sold out, database sold %d; want 30, %d, 30", sold, soldOut, got.Sold, buyers-30)
+		}
+		if f := lockFenceOf(t, st, it.ID); f <= 100 {
+			t.Errorf("database fence %d, want above 100", f)
+		}
+	})
+}
+
+// staleGuard is a writeGuard whose fence stays below the database's
+// however often it is raised: another holder keeps writing in between.
+type staleGuard struct {
+	fence  int64
+	raises atomic.Int32
+}
+
+func (g *staleGuard) hold(context.Context, int64) (int64, error) { return g.fence, nil }
+func (g *staleGuard) raiseFence(context.Context, int64) (int64, error) {
+	g.raises.Add(1)
+	return g.fence, nil
+}
+func (g *staleGuard) done(int64, bool) {}
+
+// A fence that stays stale after the raises: the writer gives up after
+// maxFenceRaises, and the answer is a plain 503 that says nothing was
+// written, never "may have committed" (which would make the lua strategy
+// keep a reservation and a client fear a double order).
+func TestStaleFenceRefusalIsNotMaybeCommitted(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		st := newTestStore(t, b, nil)
+		it := &stock.Item{Name: "fenced", Stock: 10, Strategy: stock.StrategyLock}
+		if err := st.CreateItem(ctx, it); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rawSQL(t, st).Exec("UPDATE items SET lock_fence = 9 WHERE id = ?", it.ID); err != nil {
+			t.Fatal(err)
+		}
+		guard := &staleGuard{fence: 3}
+		w := newOrderWriter(st, guard)
+		defer w.close()
+
+		check := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, store.ErrFenceStale) || !errors.Is(err, stock.ErrUnavailable) || errors.Is(err, store.ErrMaybeCommitted) {
+				t.Errorf("%s: got %v, want ErrFenceStale and ErrUnavailable, not ErrMaybeCommitted", what, err)
+			}
+		}
+		check("one order", w.write(ctx, &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000001", ItemID: it.ID, UserID: "alice"}, "", nil))
+		if n := guard.raises.Load(); n != maxFenceRaises {
+			t.Errorf("raises for one order: got %d, want %d", n, maxFenceRaises)
+		}
+
+		// A batch (the store's batch refusal names the stale fence too).
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o := &stock.Order{ID: fmt.Sprintf("01a2ffff-0000-7000-8000-0000000001%02d", i), ItemID: it.ID, UserID: fmt.Sprintf("u%d", i)}
+				check(fmt.Sprintf("batch order %d", i), w.write(ctx, o, "", nil))
+			}()
+		}
+		wg.Wait()
+		got, err := st.Item(ctx, it.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Sold != 0 {
+			t.Errorf("sold: got %d, want 0 (every write refused)", got.Sold)
+		}
+		err = st.InsertBatch(ctx, []store.OrderWrite{
+			{Order: &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000201", ItemID: it.ID, UserID: "x"}},
+			{Order: &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000202", ItemID: it.ID, UserID: "y"}},
+		}, store.Now(), 3, nil)
+		if !errors.Is(err, store.ErrFenceStale) || errors.Is(err, store.ErrBatchRefused) {
+			t.Errorf("InsertBatch with a stale fence: got %v, want ErrFenceStale, not ErrBatchRefused", err)
+		}
+	})
 }

@@ -77,8 +77,14 @@ const (
 // token to write with, taking the lock if needed; done says whether more
 // writes are queued, so the lock can be kept or released. Both are called
 // only from the item's writer goroutine.
+//
+// raiseFence is called when the database refused the held fence as stale
+// (older than the item's lock_fence, so nothing was written): it lets the
+// lock go, raises the fence counter to the database's fence and takes the
+// lock again, returning the new fence.
 type writeGuard interface {
 	hold(ctx context.Context, itemID int64) (fence int64, err error)
+	raiseFence(ctx context.Context, itemID int64) (fence int64, err error)
 	done(itemID int64, more bool)
 }
 
@@ -225,9 +231,10 @@ collect:
 }
 
 // commit writes a batch in one transaction, or one by one when the batch
-// as a whole is refused, and answers every caller. The lock wait and the
-// transaction end answerMargin before the batch's earliest deadline, and
-// the database work takes at most the budget.
+// as a whole is refused, and answers every caller. Orders refused for a
+// stale fence are written again under a new fence (see maxFenceRaises).
+// The lock wait and the transaction end answerMargin before the batch's
+// earliest deadline, and the database work takes at most the budget.
 func (w *orderWriter) commit(itemID int64, batch []*commitRequest) {
 	if len(batch) == 0 {
 		return
@@ -269,27 +276,81 @@ func (w *orderWriter) commit(itemID int64, batch []*commitRequest) {
 		}
 		fence = f
 	}
+	pending := allIndexes(len(batch))
+	for raises := 0; ; raises++ {
+		w.writeBatch(ctx, itemID, batch, pending, results, fence)
+		pending = staleIndexes(pending, results)
+		if len(pending) == 0 || w.guard == nil || raises == maxFenceRaises {
+			return // still stale: a plain 503, nothing of theirs was written
+		}
+		// Refused for the fence alone, so nothing of these was written:
+		// take the lock again with a fence above the database's and write
+		// them again.
+		f, err := w.guard.raiseFence(ctx, itemID)
+		if err != nil {
+			for _, i := range pending {
+				results[i] = err
+			}
+			return
+		}
+		fence = f
+	}
+}
+
+// maxFenceRaises bounds how often one batch raises the lock's fence counter
+// and takes the lock again after its writes were refused as stale. Once
+// is enough after a lagging counter; a second refusal means another holder
+// wrote in between (a lapsed lease), so it is tried once more, then given
+// up as a 503.
+const maxFenceRaises = 2
+
+// writeBatch writes the orders of batch at idx in one transaction, or
+// settles them when they cannot be written whole, and sets their results.
+// The database work takes at most the budget per step.
+func (w *orderWriter) writeBatch(ctx context.Context, itemID int64, batch []*commitRequest, idx []int, results []error, fence int64) {
 	// The budget starts once the lock is held, so a lock obtained late
 	// still leaves the write its time (within the callers' deadlines).
 	ctx, watch, stopWatch := watchStalls(ctx, w.budget)
 	defer stopWatch()
+	sub := make([]*commitRequest, len(idx))
+	for j, i := range idx {
+		sub[j] = batch[i]
+	}
+	subResults := make([]error, len(sub))
+	defer func() {
+		for j, i := range idx {
+			results[i] = subResults[j]
+		}
+	}()
 	now := store.Now()
 	err := store.ErrBatchRefused
-	if len(batch) > 1 {
-		err = w.store.InsertBatch(ctx, writes(batch), now, fence, watch.progress)
+	if len(sub) > 1 {
+		err = w.store.InsertBatch(ctx, writes(sub), now, fence, watch.progress)
 	}
 	switch {
 	case err == nil:
-		for _, p := range batch {
+		for _, p := range sub {
 			w.store.Created(p.o, now)
 		}
 	case !errors.Is(err, store.ErrBatchRefused):
-		for i := range results {
-			results[i] = err
+		for j := range subResults {
+			subResults[j] = err
 		}
 	default:
-		w.settleRefused(ctx, watch, itemID, batch, results, fence, now)
+		w.settleRefused(ctx, watch, itemID, sub, subResults, fence, now)
 	}
+}
+
+// staleIndexes returns those of idx whose write was refused for a stale
+// fence.
+func staleIndexes(idx []int, results []error) []int {
+	var stale []int
+	for _, i := range idx {
+		if errors.Is(results[i], store.ErrFenceStale) {
+			stale = append(stale, i)
+		}
+	}
+	return stale
 }
 
 // stallWatch ends a transaction whose database makes no progress: it

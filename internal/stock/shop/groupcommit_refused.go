@@ -60,6 +60,10 @@ func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, item
 		take := queue[:min(int(left), len(queue))]
 		queue = queue[len(take):]
 		w.writeChunk(ctx, watch, batch, take, results, fence, now)
+		if err := results[take[len(take)-1]]; errors.Is(err, store.ErrFenceStale) {
+			fail(queue, err) // the rest would be refused for the same fence
+			break
+		}
 	}
 	for _, i := range repeats {
 		if f := results[first[batch[i].o.UserID]]; f == nil {
@@ -89,9 +93,11 @@ func (w *orderWriter) writeChunk(ctx context.Context, watch *stallWatch, batch [
 		case errors.Is(err, store.ErrBatchRefused):
 			results[i] = w.store.InsertOrder(ctx, batch[i].o, batch[i].key, fence)
 			watch.progress()
-			if errors.Is(results[i], stock.ErrUnavailable) {
+			if errors.Is(results[i], stock.ErrUnavailable) && !errors.Is(results[i], store.ErrFenceStale) {
 				// Where in the transaction the database stopped answering
-				// is not known here: it may have been the commit.
+				// is not known here: it may have been the commit. A stale
+				// fence is the database's answer inside the transaction,
+				// which rolled back: nothing was written.
 				results[i] = fmt.Errorf("%w: %w", store.ErrMaybeCommitted, results[i])
 			}
 		default:

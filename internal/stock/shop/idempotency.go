@@ -55,18 +55,23 @@ func claimState(prev string, err error, userID string) (state, orderID string, _
 }
 
 // soldOutKeyed answers a keyed request for an item this process knows is
-// sold out, in one round trip: it claims the key and, in the lua gate, asks
-// whether the user holds a reservation. A twin that committed an order
-// before the sell-out has settled the key by then (strategies settle before
-// anyone can see sold out), so the claim shows its order; a lua twin still
-// writing holds a reservation.
+// sold out, in one round trip: it reads the key's claim and, in the lua
+// gate, asks whether the user holds a reservation. A twin that committed an
+// order before the sell-out has settled the key by then (strategies settle
+// before anyone can see sold out), so the claim shows its order; a lua twin
+// still writing holds a reservation.
+//
+// It only reads, like lua-async's soldOutAsync: a refusal is not an answer
+// a key keeps (a pending claim lets a retry run the strategy anyway, so
+// after a restock the retry may buy, with or without one), and this path
+// skips the per-user limit, so a claim written here would let one user
+// store a 24 h key per distinct Idempotency-Key without bound.
 func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
-	var claim *redis.StatusCmd
+	var claim *redis.StringCmd
 	var reserved *redis.BoolCmd
 	var marked *redis.IntCmd
 	err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
-		claim = p.SetArgs(ctx, s.idemKey(it, req.IdempotencyKey), req.UserID+"|",
-			redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+		claim = p.Get(ctx, s.idemKey(it, req.IdempotencyKey))
 		marked = p.Exists(ctx, s.claimsMark(it, req.IdempotencyKey))
 		if s.strategy(it.Strategy).reservesFirst() {
 			reserved = p.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)

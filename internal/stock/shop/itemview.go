@@ -80,7 +80,7 @@ func (s *Service) knownSoldOut(id int64, e *viewEntry) *stock.ItemView {
 // else from the database.
 func (s *Service) readView(ctx context.Context, id int64) (*viewEntry, error) {
 	start := s.views.clock()
-	it, err := s.routing(ctx, id)
+	it, err := s.publicRouting(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -92,6 +92,32 @@ func (s *lockBuyer) hold(ctx context.Context, itemID int64) (int64, error) {
 	return l.Fence(), nil
 }
 
+// raiseFence takes the item's lock again with a fence above the database's,
+// after the database refused the held fence as stale. That happens when
+// Redis's fence counter survived but lags the database (a replica promoted
+// before the last INCRs reached it): the counter exists, so FenceFloor does
+// not seed it, and without the raise every holder would be refused until
+// the counter climbed back. Or this writer's lease lapsed and another holder
+// wrote: then the raise changes nothing (the counter is above the
+// database's already) and the obtain waits for that holder, as any would.
+// The raise only ever raises the counter, so instances raising at once are
+// safe and a holder with an older fence stays refused.
+func (s *lockBuyer) raiseFence(ctx context.Context, itemID int64) (int64, error) {
+	if v, ok := s.held.Load(itemID); ok {
+		s.release(ctx, itemID, v.(*heldLock))
+	}
+	floor, err := s.writer.store.LockFence(ctx, itemID)
+	if err != nil {
+		return 0, err
+	}
+	counter, err := s.locker.RaiseFence(ctx, s.keys.Lock(itemID), floor)
+	if err != nil {
+		return 0, gate.Error("raise lock fence", err)
+	}
+	s.log.Warn("stale lock fence refused: fence counter raised to the database's, lock taken again", "item", itemID, "database", floor, "counter", counter)
+	return s.hold(ctx, itemID)
+}
+
 // fenceFloor reads the highest fence the item's row has accepted. The lock
 // seeds its fence counter from it when Redis has lost the counter, so fences
 // stay above every fence the database has stored and the sale goes on at

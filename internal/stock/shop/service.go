@@ -35,6 +35,8 @@ type Service struct {
 	// (strategy, sale window), so an order costs no database read to route.
 	items   sync.Map // int64 -> *Item
 	loading singleflight.Group
+	// missing answers unknown item ids on the public paths from memory.
+	missing *missingItems
 	// restoring shares one restore of an item's claims (restoreClaims).
 	restoring singleflight.Group
 	soldOut   gate.Memo
@@ -64,6 +66,7 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 	}
 	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, pipe: gate.NewPipeline(rdb, nil)}
 	s.views.clock = time.Now
+	s.missing = newMissingItems(cfg.MissingItemTTL)
 	s.gate = gate.New(rdb, keys, s.pipe, cfg.Logger)
 	s.lua = newLuaBuyer(st, s.gate, cfg.Logger)
 	s.lua.returned = s.restocked
@@ -134,6 +137,11 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 	}
 	s.strategy(it.Strategy).created(it)
 	s.bucketed.add(it)
+	// Known here at once, even if this process just answered its id
+	// unknown.
+	routed := *it
+	s.items.Store(it.ID, &routed)
+	s.missing.created(it.ID)
 	return it, nil
 }
 
@@ -234,7 +242,7 @@ func (s *Service) PlaceOrder(ctx context.Context, req stock.OrderRequest) (o *st
 	if err := stock.ValidateOrderRequest(req); err != nil {
 		return nil, false, err
 	}
-	it, err := s.routing(ctx, req.ItemID)
+	it, err := s.publicRouting(ctx, req.ItemID)
 	if err != nil {
 		return nil, false, err
 	}

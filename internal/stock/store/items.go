@@ -49,6 +49,16 @@ func (s *Store) CreateItem(ctx context.Context, it *stock.Item) error {
 	return nil
 }
 
+// MaxItemID reads the highest item id (0 when there is none). Item ids only
+// grow and items are never deleted, so every id above it is unknown.
+func (s *Store) MaxItemID(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&itemRow{}).Select("COALESCE(MAX(id), 0)").Scan(&n).Error; err != nil {
+		return 0, dbError("read highest item id", err)
+	}
+	return n, nil
+}
+
 // Item reads one item; stock.ErrNotFound when there is none.
 func (s *Store) Item(ctx context.Context, id int64) (*stock.Item, error) {
 	var row itemRow

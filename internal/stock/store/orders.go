@@ -49,8 +49,11 @@ func orderValues(args []any, id string, itemID int64, userID, key string, expire
 const orderColumns = 8
 
 // ErrFenceStale means a lock holder's fencing token is older than the last
-// one that wrote the item: its lock expired and somebody else took it.
-var ErrFenceStale = errors.New("lock lost: a newer fencing token has written this item")
+// one that wrote the item: its lock expired and somebody else took it, or
+// Redis's fence counter lags the database (a replica promoted before the
+// last INCRs reached it). The write was refused inside its transaction,
+// which rolled back: nothing was written.
+var ErrFenceStale = errors.New("stale lock fence: a newer fencing token has written this item")
 
 // ErrMaybeCommitted marks a write whose outcome is unknown: the database
 // stopped answering while the transaction committed (or, on the one-order
@@ -120,15 +123,45 @@ func whyNotTaken(ctx context.Context, tx *sql.Tx, itemID, fence int64) error {
 	case sold >= units:
 		return stock.ErrSoldOut
 	case fence > 0 && lastFence > fence:
-		return fmt.Errorf("fence %d, item has %d: %w: %w", fence, lastFence, ErrFenceStale, stock.ErrUnavailable)
+		return fenceStaleError(fence, lastFence)
 	}
 	return fmt.Errorf("item %d: unexpected zero rows updated", itemID)
+}
+
+// staleFence tells, inside a batch's failed transaction, whether the
+// batch's fence is the reason no unit was taken: then the whole batch (and
+// any part of it) would be refused again with that fence, and it returns
+// the ErrFenceStale error. nil means the batch was refused for another
+// reason (settle it order by order).
+func staleFence(ctx context.Context, tx *sql.Tx, itemID, fence int64) error {
+	if fence <= 0 {
+		return nil
+	}
+	var lastFence int64
+	err := tx.QueryRowContext(ctx, "SELECT lock_fence FROM items WHERE id = ?", itemID).Scan(&lastFence)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
+	case err != nil:
+		return dbError("read lock fence", err)
+	case lastFence > fence:
+		return fenceStaleError(fence, lastFence)
+	}
+	return nil
+}
+
+// fenceStaleError is a write refused for its fence: nothing was written
+// (the transaction rolled back), so it is a plain, retryable 503.
+func fenceStaleError(fence, lastFence int64) error {
+	return fmt.Errorf("fence %d, item has %d, nothing written: %w: %w", fence, lastFence, ErrFenceStale, stock.ErrUnavailable)
 }
 
 // InsertBatch writes every order of a batch of one item and takes
 // len(batch) units in one transaction: the same guard as one order,
 // sold + k <= stock, with rows affected checked. Any refusal rolls the
-// whole batch back (ErrBatchRefused). A failed COMMIT is ErrMaybeCommitted.
+// whole batch back: ErrFenceStale when fence is older than the item's
+// (no part of the batch can be written with it), ErrBatchRefused
+// otherwise. A failed COMMIT is ErrMaybeCommitted.
 // progress, when not nil, is called after each statement (the shop's stall
 // watch).
 func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Time, fence int64, progress func()) error {
@@ -167,6 +200,9 @@ func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Ti
 		if taken, err := oneRow(res, "take units"); err != nil {
 			return err
 		} else if !taken {
+			if err := staleFence(ctx, tx, itemID, fence); err != nil {
+				return err
+			}
 			return ErrBatchRefused
 		}
 		return nil
