@@ -202,12 +202,13 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 }
 
 // frame wraps every request: it caps the body and the time, gives the
-// request an id (kept from the client when sane) in its context and the
+// request an id (kept from the client when sane: one X-Request-Id of a few
+// safe characters) in its context and the
 // X-Request-Id header, and records the request's metrics. It logs a request
 // only at debug level.
 func (h *Handler) frame(c *gin.Context) {
 	start := time.Now()
-	id := h.ids.id(c.GetHeader(RequestIDHeader))
+	id := h.ids.id(c.Request.Header.Values(RequestIDHeader))
 	c.Header(RequestIDHeader, id)
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
 	ctx, cancel := context.WithTimeout(context.WithValue(c.Request.Context(), requestIDKey{}, id), h.cfg.RequestTimeout)
@@ -238,7 +239,12 @@ func (h *Handler) recover(c *gin.Context) {
 // requireAdmin checks the bearer token in constant time. Both sides are
 // hashed first so the comparison does not leak the token's length either.
 func (h *Handler) requireAdmin(c *gin.Context) {
-	token, ok := bearerToken(c.GetHeader("Authorization"))
+	header, err := singleHeader(c, "Authorization")
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	token, ok := bearerToken(header)
 	got := sha256.Sum256([]byte(token))
 	if !ok || token == "" || subtle.ConstantTimeCompare(got[:], h.adminHash[:]) != 1 {
 		c.Header("WWW-Authenticate", `Bearer realm="seckill-admin"`)
