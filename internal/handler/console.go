@@ -66,10 +66,11 @@ func listFilter(c *gin.Context) (stock.ItemFilter, error) {
 }
 
 // consoleRoutes serves the admin console on the admin engine and the sale
-// page on the public one, each with the assets (scripts, style sheet).
+// page on the public one, each with the assets (scripts, style sheet) and an
+// index at / saying what is where.
 func (h *Handler) consoleRoutes(pub, admin *gin.Engine) {
 	sale := web.NewSalePage(h.cfg.UserJWTSecret != nil)
-	pub.GET("/sale/:id", func(c *gin.Context) {
+	get(pub, "/sale/:id", func(c *gin.Context) {
 		if _, err := pathID(c); err != nil {
 			h.writeError(c, err)
 			return
@@ -77,14 +78,18 @@ func (h *Handler) consoleRoutes(pub, admin *gin.Engine) {
 		sale.ServeHTTP(c.Writer, c.Request)
 	})
 	console := web.NewConsolePage(admin == pub)
-	admin.GET("/admin/", func(c *gin.Context) { console.ServeHTTP(c.Writer, c.Request) })
+	get(admin, "/admin/", func(c *gin.Context) { console.ServeHTTP(c.Writer, c.Request) })
+	index := web.NewIndexPage(admin == pub, true)
+	get(pub, "/", func(c *gin.Context) { index.ServeHTTP(c.Writer, c.Request) })
 	assets := func(c *gin.Context) {
 		if !web.Asset(c.Writer, c.Request, c.Param("file")) {
 			abort(c, http.StatusNotFound, CodeNotFound, "no such asset")
 		}
 	}
-	pub.GET("/assets/:file", assets)
+	get(pub, "/assets/:file", assets)
 	if admin != pub {
-		admin.GET("/assets/:file", assets)
+		get(admin, "/assets/:file", assets)
+		adminIndex := web.NewIndexPage(true, false)
+		get(admin, "/", func(c *gin.Context) { adminIndex.ServeHTTP(c.Writer, c.Request) })
 	}
 }

@@ -161,44 +161,54 @@ func (h *Handler) newEngine() *gin.Engine {
 // routes is the route table. admin is pub unless the admin routes have a
 // listener of their own.
 func (h *Handler) routes(pub, admin *gin.Engine) {
-	pub.GET("/healthz", h.healthz)
-	pub.GET("/readyz", h.readyz)
-	pub.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", api.OpenAPI) })
+	get(pub, "/healthz", h.healthz)
+	get(pub, "/readyz", h.readyz)
+	get(pub, "/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", api.OpenAPI) })
 
 	api := pub.Group("/api/v1")
-	api.GET("/items/:id", h.publicItem)
+	get(api, "/items/:id", h.publicItem)
 	api.POST("/items/:id/orders", h.tallyOrders, h.placeOrder)
-	api.GET("/orders/:id", h.getOrder)
+	get(api, "/orders/:id", h.getOrder)
 	api.POST("/orders/:id/pay", h.payOrder)
 	api.POST("/orders/:id/cancel", h.cancelOrder)
 
 	if admin != pub {
-		admin.GET("/healthz", h.healthz)
+		get(admin, "/healthz", h.healthz)
 	}
 	adm := admin.Group("/api/v1/admin", h.requireAdmin)
 	adm.POST("/items", h.createItem)
-	adm.GET("/items", h.listItems)
-	adm.GET("/items/:id/live", h.liveItem)
-	adm.GET("/items/:id", h.adminItem)
+	get(adm, "/items", h.listItems)
+	get(adm, "/items/:id/live", h.liveItem)
+	get(adm, "/items/:id", h.adminItem)
 	adm.PUT("/items/:id/stock", h.setStock)
-	adm.GET("/items/:id/dead-letters", h.deadLetters)
+	get(adm, "/items/:id/dead-letters", h.deadLetters)
 	adm.POST("/items/:id/dead-letters/requeue", h.requeueDeadLetters)
 	adm.POST("/items/:id/reconcile", h.reconcile)
 
 	h.consoleRoutes(pub, admin)
 
 	if h.cfg.Metrics != nil {
-		admin.GET("/metrics", gin.WrapH(h.cfg.Metrics.Handler()))
+		get(admin, "/metrics", gin.WrapH(h.cfg.Metrics.Handler()))
 	}
 	if h.cfg.Pprof {
 		dbg := admin.Group("/debug/pprof", h.requireAdmin)
-		dbg.GET("/", gin.WrapF(pprof.Index))
-		dbg.GET("/cmdline", gin.WrapF(pprof.Cmdline))
-		dbg.GET("/profile", gin.WrapF(pprof.Profile))
-		dbg.GET("/symbol", gin.WrapF(pprof.Symbol))
-		dbg.GET("/trace", gin.WrapF(pprof.Trace))
-		dbg.GET("/:profile", func(c *gin.Context) { pprof.Handler(c.Param("profile")).ServeHTTP(c.Writer, c.Request) })
+		get(dbg, "/", gin.WrapF(pprof.Index))
+		get(dbg, "/cmdline", gin.WrapF(pprof.Cmdline))
+		get(dbg, "/profile", gin.WrapF(pprof.Profile))
+		get(dbg, "/symbol", gin.WrapF(pprof.Symbol))
+		get(dbg, "/trace", gin.WrapF(pprof.Trace))
+		get(dbg, "/:profile", func(c *gin.Context) { pprof.Handler(c.Param("profile")).ServeHTTP(c.Writer, c.Request) })
 	}
+}
+
+// get registers path for GET and HEAD: RFC 9110 (section 9.3.2) asks a
+// server to answer HEAD wherever it answers GET, with the same status and
+// headers and no body. The handlers run as for a GET; net/http sends no
+// body after a HEAD (and the Content-Length a GET gets, when the body fits
+// its buffer), and frame ends a HEAD stream at its first flush.
+func get(r gin.IRoutes, path string, handlers ...gin.HandlerFunc) {
+	r.GET(path, handlers...)
+	r.HEAD(path, handlers...)
 }
 
 // frame wraps every request: it caps the body and the time, gives the
@@ -214,6 +224,9 @@ func (h *Handler) frame(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(context.WithValue(c.Request.Context(), requestIDKey{}, id), h.cfg.RequestTimeout)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
+	if c.Request.Method == http.MethodHead {
+		c.Writer = &headWriter{ResponseWriter: c.Writer, end: cancel}
+	}
 	c.Next()
 	d := time.Since(start)
 	h.cfg.Metrics.Request(c.FullPath(), c.Request.Method, c.Writer.Status(), d)
@@ -221,6 +234,20 @@ func (h *Handler) frame(c *gin.Context) {
 		h.log.DebugContext(ctx, "request", "method", c.Request.Method, "route", c.FullPath(),
 			"status", c.Writer.Status(), "duration", d)
 	}
+}
+
+// headWriter is a HEAD request's writer. A handler flushes only to stream
+// (the live view), and a stream's headers are all a HEAD asks for: the first
+// flush sends them and ends the request's context, so the stream stops
+// rather than running its course unseen.
+type headWriter struct {
+	gin.ResponseWriter
+	end context.CancelFunc
+}
+
+func (w *headWriter) Flush() {
+	w.ResponseWriter.Flush()
+	w.end()
 }
 
 func (h *Handler) recover(c *gin.Context) {
