@@ -150,6 +150,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"list before with a leading zero", "GET", fmt.Sprintf("/api/v1/admin/items?before=0%d", it.ID+1), nil, true, nil, 400, "invalid_request"},
 			{"list status twice", "GET", "/api/v1/admin/items?status=on_sale&status=ended", nil, true, nil, 400, "invalid_request"},
 			{"dead letters limit with a leading zero", "GET", fmt.Sprintf("/api/v1/admin/items/%d/dead-letters?limit=010", it.ID), nil, true, nil, 400, "invalid_request"},
+			{"reconcile with a semicolon in the query", "POST", fmt.Sprintf("/api/v1/admin/items/%d/reconcile?dry_run=true;x=1", it.ID), nil, true, nil, 400, "invalid_request"},
 			{"reconcile dry_run twice", "POST", fmt.Sprintf("/api/v1/admin/items/%d/reconcile?dry_run=true&dry_run=false", it.ID), nil, true, nil, 400, "invalid_request"},
 		}
 		check := func(t *testing.T, name string, status int, code string, send func() apptest.Response) {

@@ -324,6 +324,7 @@ func FuzzAdmin(f *testing.F) {
 	f.Add(uint8(3), "status=ended&status=on_sale", []byte(nil), true)
 	f.Add(uint8(4), "dry_run=true&dry_run=false", []byte(nil), true)
 	f.Add(uint8(4), "dry_run=", []byte(nil), true)
+	f.Add(uint8(4), "dry_run=true;x=1", []byte(nil), true)
 
 	f.Fuzz(func(t *testing.T, op uint8, arg string, body []byte, withToken bool) {
 		for _, e := range envs {

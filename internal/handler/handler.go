@@ -250,6 +250,9 @@ func (w *headWriter) Flush() {
 	w.end()
 }
 
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *headWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (h *Handler) recover(c *gin.Context) {
 	defer func() {
 		if r := recover(); r != nil {

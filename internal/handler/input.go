@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"net/url"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -52,8 +53,14 @@ func singleHeader(c *gin.Context, name string) (string, error) {
 
 // queryValue is query parameter name's value and whether the request has
 // it. Every query parameter the API reads is read here: one given twice is
-// an ErrInvalid. Parameters a route does not read are ignored.
+// an ErrInvalid, and so is a query net/url cannot read whole (a ";" or a
+// bad %-escape), from which it would drop pairs silently: "dry_run=true;x"
+// must not read as no dry_run, a repair. Parameters a route does not read
+// are ignored.
 func queryValue(c *gin.Context, name string) (string, bool, error) {
+	if _, err := url.ParseQuery(c.Request.URL.RawQuery); err != nil {
+		return "", false, stock.Invalidf("the query string is malformed (%v): pairs are name=value joined by &", err)
+	}
 	vs, ok := c.GetQueryArray(name)
 	switch {
 	case !ok:

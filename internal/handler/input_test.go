@@ -76,6 +76,9 @@ func TestOneSpellingOfQueriesAndHeaders(t *testing.T) {
 		{"dry_run twice", "POST", "/api/v1/admin/items/1/reconcile?dry_run=true&dry_run=false", http.Header{"Authorization": {admin}}, false},
 		{"dry_run twice, same value", "POST", "/api/v1/admin/items/1/reconcile?dry_run=true&dry_run=true", http.Header{"Authorization": {admin}}, false},
 		{"dry_run empty", "POST", "/api/v1/admin/items/1/reconcile?dry_run=", http.Header{"Authorization": {admin}}, false},
+		{"dry_run before a semicolon", "POST", "/api/v1/admin/items/1/reconcile?dry_run=true;x=1", http.Header{"Authorization": {admin}}, false},
+		{"dry_run before a bad escape", "POST", "/api/v1/admin/items/1/reconcile?dry_run=true&x=%zz", http.Header{"Authorization": {admin}}, false},
+		{"limit with a bad escape", "GET", "/api/v1/admin/items?limit=%5", http.Header{"Authorization": {admin}}, false},
 		{"dry_run in capitals", "POST", "/api/v1/admin/items/1/reconcile?dry_run=TRUE", http.Header{"Authorization": {admin}}, false},
 	}
 	for _, tc := range cases {
