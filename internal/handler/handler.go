@@ -159,7 +159,8 @@ func (h *Handler) newEngine() *gin.Engine {
 }
 
 // routes is the route table. admin is pub unless the admin routes have a
-// listener of their own.
+// listener of their own. A GET route is registered with get, which answers
+// HEAD too.
 func (h *Handler) routes(pub, admin *gin.Engine) {
 	get(pub, "/healthz", h.healthz)
 	get(pub, "/readyz", h.readyz)
@@ -213,9 +214,8 @@ func get(r gin.IRoutes, path string, handlers ...gin.HandlerFunc) {
 
 // frame wraps every request: it caps the body and the time, gives the
 // request an id (kept from the client when sane: one X-Request-Id of a few
-// safe characters) in its context and the
-// X-Request-Id header, and records the request's metrics. It logs a request
-// only at debug level.
+// safe characters) in its context and the X-Request-Id header, and records
+// the request's metrics. It logs a request only at debug level.
 func (h *Handler) frame(c *gin.Context) {
 	start := time.Now()
 	id := h.ids.id(c.Request.Header.Values(RequestIDHeader))
