@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -135,23 +136,71 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"admin bearer without token", "PUT", stock, `{"stock":100}`, false, map[string]string{"Authorization": "bearer"}, 401, "unauthorized"},
 			{"admin bearer lower case, wrong token", "PUT", stock, `{"stock":100}`, false, map[string]string{"Authorization": "bearer wrong-token"}, 401, "unauthorized"},
 			{"admin bearer token with a space", "PUT", stock, `{"stock":100}`, false, map[string]string{"Authorization": "Bearer " + apptest.Token + " x"}, 401, "unauthorized"},
+			// Item names a page cannot show as a line of text.
+			{"blank name", "POST", "/api/v1/admin/items", `{"name":"   ","stock":5}`, true, nil, 400, "invalid_request"},
+			{"name of no-break spaces", "POST", "/api/v1/admin/items", `{"name":"\u00a0\u3000","stock":5}`, true, nil, 400, "invalid_request"},
+			{"name of zero-width spaces", "POST", "/api/v1/admin/items", `{"name":"\u200b\ufeff","stock":5}`, true, nil, 400, "invalid_request"},
+			{"name with NUL", "POST", "/api/v1/admin/items", `{"name":"a\u0000b","stock":5}`, true, nil, 400, "invalid_request"},
+			{"name with a line break", "POST", "/api/v1/admin/items", `{"name":"a\nb","stock":5}`, true, nil, 400, "invalid_request"},
+			{"name with a C1 control", "POST", "/api/v1/admin/items", `{"name":"a\u009b31m","stock":5}`, true, nil, 400, "invalid_request"},
+			{"name with DEL", "POST", "/api/v1/admin/items", "{\"name\":\"a\x7f\",\"stock\":5}", true, nil, 400, "invalid_request"},
+			// Query parameters: each read once, numbers spelt as ids are.
+			{"list limit twice", "GET", "/api/v1/admin/items?limit=1&limit=200000", nil, true, nil, 400, "invalid_request"},
+			{"list limit with a leading zero", "GET", "/api/v1/admin/items?limit=05", nil, true, nil, 400, "invalid_request"},
+			{"list before with a leading zero", "GET", fmt.Sprintf("/api/v1/admin/items?before=0%d", it.ID+1), nil, true, nil, 400, "invalid_request"},
+			{"list status twice", "GET", "/api/v1/admin/items?status=on_sale&status=ended", nil, true, nil, 400, "invalid_request"},
+			{"dead letters limit with a leading zero", "GET", fmt.Sprintf("/api/v1/admin/items/%d/dead-letters?limit=010", it.ID), nil, true, nil, 400, "invalid_request"},
+			{"reconcile with a semicolon in the query", "POST", fmt.Sprintf("/api/v1/admin/items/%d/reconcile?dry_run=true;x=1", it.ID), nil, true, nil, 400, "invalid_request"},
+			{"reconcile dry_run twice", "POST", fmt.Sprintf("/api/v1/admin/items/%d/reconcile?dry_run=true&dry_run=false", it.ID), nil, true, nil, 400, "invalid_request"},
+		}
+		check := func(t *testing.T, name string, status int, code string, send func() apptest.Response) {
+			t.Helper()
+			before := snapshot(t, b, c, it.ID)
+			r := send()
+			if r.Status != status || r.ErrorCode() != code {
+				t.Errorf("got %d %s, want %d %s", r.Status, r.Body, status, code)
+			}
+			for _, field := range []string{"buckets", "name", "limit", "before", "status", "dry_run", "Idempotency-Key", "Authorization"} {
+				if strings.Contains(name, field) && !strings.Contains(string(r.Body), field) {
+					t.Errorf("the error does not name %s: %s", field, r.Body)
+				}
+			}
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("Content-Type: got %q, want application/json", ct)
+			}
+			if after := snapshot(t, b, c, it.ID); !reflect.DeepEqual(before, after) {
+				t.Errorf("state changed:\n before %+v\n after  %+v", before, after)
+			}
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				before := snapshot(t, b, c, it.ID)
-				r := c.Must(t, tc.method, tc.path, tc.body, tc.admin, tc.header)
-				if r.Status != tc.status || r.ErrorCode() != tc.code {
-					t.Errorf("got %d %s, want %d %s", r.Status, r.Body, tc.status, tc.code)
-				}
-				if strings.Contains(tc.name, "buckets") && !strings.Contains(string(r.Body), "buckets") {
-					t.Errorf("the error does not name the field: %s", r.Body)
-				}
-				if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-					t.Errorf("Content-Type: got %q, want application/json", ct)
-				}
-				if after := snapshot(t, b, c, it.ID); !reflect.DeepEqual(before, after) {
-					t.Errorf("state changed:\n before %+v\n after  %+v", before, after)
-				}
+				check(t, tc.name, tc.status, tc.code, func() apptest.Response {
+					return c.Must(t, tc.method, tc.path, tc.body, tc.admin, tc.header)
+				})
+			})
+		}
+		// A header the API reads one value of, given twice: which one a
+		// proxy or a library keeps differs, so neither is taken.
+		auth := "Bearer " + apptest.Token
+		repeats := []struct {
+			name, method, path string
+			body               any
+			header             http.Header
+		}{
+			{"two Idempotency-Key headers", "POST", orders, `{"user_id":"new-buyer"}`, http.Header{"Idempotency-Key": {"k1", "k2"}}},
+			{"two equal Idempotency-Key headers", "POST", orders, `{"user_id":"new-buyer"}`, http.Header{"Idempotency-Key": {"k1", "k1"}}},
+			{"two admin Authorization headers", "PUT", stock, `{"stock":100}`, http.Header{"Authorization": {auth, auth}}},
+			{"two admin Authorization headers, one wrong", "PUT", stock, `{"stock":100}`, http.Header{"Authorization": {"Bearer wrong-token", auth}}},
+		}
+		for _, tc := range repeats {
+			t.Run(tc.name, func(t *testing.T) {
+				check(t, tc.name, 400, "invalid_request", func() apptest.Response {
+					r, err := c.DoHeader(tc.method, tc.path, tc.body, false, tc.header)
+					if err != nil {
+						t.Fatalf("%s %s: %v", tc.method, tc.path, err)
+					}
+					return r
+				})
 			})
 		}
 	})

@@ -315,16 +315,36 @@ func FuzzAdmin(f *testing.F) {
 	f.Add(uint8(1), id, []byte(`{"stock":7,"stock":8}`), true)
 	f.Add(uint8(1), id, []byte(`{"STOCK":7}`), true)
 	f.Add(uint8(0), "", []byte(`{"name":"x","Stock":5}`), true)
+	f.Add(uint8(0), "", []byte(`{"name":" \u200b ","stock":5}`), true)
+	f.Add(uint8(0), "", []byte(`{"name":"a\u0000b","stock":5}`), true)
+	f.Add(uint8(0), "", []byte(`{"name":"a\u0085b","stock":5}`), true)
+	// Ops 3 and 4 take arg as the raw query of the list and of a reconcile.
+	f.Add(uint8(3), "limit=1&limit=200000", []byte(nil), true)
+	f.Add(uint8(3), "limit=05&before=01", []byte(nil), true)
+	f.Add(uint8(3), "status=ended&status=on_sale", []byte(nil), true)
+	f.Add(uint8(4), "dry_run=true&dry_run=false", []byte(nil), true)
+	f.Add(uint8(4), "dry_run=", []byte(nil), true)
+	f.Add(uint8(4), "dry_run=true;x=1", []byte(nil), true)
 
-	f.Fuzz(func(t *testing.T, op uint8, itemID string, body []byte, withToken bool) {
+	f.Fuzz(func(t *testing.T, op uint8, arg string, body []byte, withToken bool) {
 		for _, e := range envs {
-			switch op % 3 {
+			switch op % 5 {
 			case 0:
 				e.check(t, http.MethodPost, "/api/v1/admin/items", body, withToken, nil)
 			case 1:
-				e.check(t, http.MethodPut, "/api/v1/admin/items/"+url.PathEscape(itemID)+"/stock", body, withToken, nil)
+				e.check(t, http.MethodPut, "/api/v1/admin/items/"+url.PathEscape(arg)+"/stock", body, withToken, nil)
 			case 2:
-				e.check(t, http.MethodGet, "/api/v1/admin/items/"+url.PathEscape(itemID), nil, withToken, nil)
+				e.check(t, http.MethodGet, "/api/v1/admin/items/"+url.PathEscape(arg), nil, withToken, nil)
+			case 3, 4:
+				path := "/api/v1/admin/items?" + arg
+				method := http.MethodGet
+				if op%5 == 4 {
+					path, method = fmt.Sprintf("/api/v1/admin/items/%d/reconcile?%s", e.it.ID, arg), http.MethodPost
+				}
+				if _, err := url.ParseRequestURI(path); err != nil || strings.ContainsAny(arg, " #") {
+					return // the HTTP client refuses to send it, or sends another query
+				}
+				e.check(t, method, path, nil, withToken, nil)
 			}
 		}
 	})

@@ -2,7 +2,6 @@ package handler
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -28,22 +27,10 @@ type itemPageJSON struct {
 // on_sale, sold_out, ended), ?limit= (1 to 200, default 50) and ?before=
 // (the next_before of the previous page).
 func (h *Handler) listItems(c *gin.Context) {
-	f := stock.ItemFilter{Status: c.Query("status"), Limit: 50}
-	if raw, ok := c.GetQuery("limit"); ok {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > stock.MaxListLimit {
-			h.writeError(c, stock.Invalidf("limit must be an integer from 1 to %d", stock.MaxListLimit))
-			return
-		}
-		f.Limit = n
-	}
-	if raw, ok := c.GetQuery("before"); ok {
-		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || n < 1 {
-			h.writeError(c, stock.Invalidf("before must be a positive item id"))
-			return
-		}
-		f.Before = n
+	f, err := listFilter(c)
+	if err != nil {
+		h.writeError(c, err)
+		return
 	}
 	page, err := h.shop.ListItems(c.Request.Context(), f)
 	if err != nil {
@@ -61,11 +48,29 @@ func (h *Handler) listItems(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
+// listFilter reads the admin list's query: ?status=, ?limit= and ?before=.
+func listFilter(c *gin.Context) (stock.ItemFilter, error) {
+	status, ok, err := queryValue(c, "status")
+	if err != nil {
+		return stock.ItemFilter{}, err
+	}
+	if ok && status == "" {
+		return stock.ItemFilter{}, stock.Invalidf("status must not be empty; leave it out to list every item")
+	}
+	limit, err := queryNumber(c, "limit", stock.MaxListLimit, 50)
+	if err != nil {
+		return stock.ItemFilter{}, err
+	}
+	before, err := queryNumber(c, "before", 1<<63-1, 0)
+	return stock.ItemFilter{Status: status, Limit: int(limit), Before: before}, err
+}
+
 // consoleRoutes serves the admin console on the admin engine and the sale
-// page on the public one, each with the assets (scripts, style sheet).
+// page on the public one, each with the assets (scripts, style sheet) and an
+// index at / saying what is where.
 func (h *Handler) consoleRoutes(pub, admin *gin.Engine) {
 	sale := web.NewSalePage(h.cfg.UserJWTSecret != nil)
-	pub.GET("/sale/:id", func(c *gin.Context) {
+	get(pub, "/sale/:id", func(c *gin.Context) {
 		if _, err := pathID(c); err != nil {
 			h.writeError(c, err)
 			return
@@ -73,14 +78,18 @@ func (h *Handler) consoleRoutes(pub, admin *gin.Engine) {
 		sale.ServeHTTP(c.Writer, c.Request)
 	})
 	console := web.NewConsolePage(admin == pub)
-	admin.GET("/admin/", func(c *gin.Context) { console.ServeHTTP(c.Writer, c.Request) })
+	get(admin, "/admin/", func(c *gin.Context) { console.ServeHTTP(c.Writer, c.Request) })
+	index := web.NewIndexPage(admin == pub, true)
+	get(pub, "/", func(c *gin.Context) { index.ServeHTTP(c.Writer, c.Request) })
 	assets := func(c *gin.Context) {
 		if !web.Asset(c.Writer, c.Request, c.Param("file")) {
 			abort(c, http.StatusNotFound, CodeNotFound, "no such asset")
 		}
 	}
-	pub.GET("/assets/:file", assets)
+	get(pub, "/assets/:file", assets)
 	if admin != pub {
-		admin.GET("/assets/:file", assets)
+		get(admin, "/assets/:file", assets)
+		adminIndex := web.NewIndexPage(true, false)
+		get(admin, "/", func(c *gin.Context) { adminIndex.ServeHTTP(c.Writer, c.Request) })
 	}
 }

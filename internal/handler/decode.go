@@ -8,13 +8,10 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/seckill/seckill/internal/stock"
 )
 
 // decode reads a JSON body strictly: one object, known fields only, right
@@ -184,19 +181,6 @@ func jsonKind(kind string) string {
 		return "an RFC 3339 time string"
 	}
 	return "of another type"
-}
-
-// pathID parses a positive integer path parameter in its one canonical
-// spelling: decimal digits, no sign, no leading zero, at most 2^63-1. "+1"
-// and "01" are refused rather than read as 1, so an item has one URL (and
-// one key in caches, logs and rate limits).
-func pathID(c *gin.Context) (int64, error) {
-	raw := c.Param("id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 || raw[0] < '1' || raw[0] > '9' {
-		return 0, stock.Invalidf("item id must be a positive integer in decimal digits with no sign or leading zero, got %q", raw)
-	}
-	return id, nil
 }
 
 // fastOrderBody reads the body every order attempt sends,

@@ -159,60 +159,74 @@ func (h *Handler) newEngine() *gin.Engine {
 }
 
 // routes is the route table. admin is pub unless the admin routes have a
-// listener of their own.
+// listener of their own. A GET route is registered with get, which answers
+// HEAD too.
 func (h *Handler) routes(pub, admin *gin.Engine) {
-	pub.GET("/healthz", h.healthz)
-	pub.GET("/readyz", h.readyz)
-	pub.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", api.OpenAPI) })
+	get(pub, "/healthz", h.healthz)
+	get(pub, "/readyz", h.readyz)
+	get(pub, "/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", api.OpenAPI) })
 
 	api := pub.Group("/api/v1")
-	api.GET("/items/:id", h.publicItem)
+	get(api, "/items/:id", h.publicItem)
 	api.POST("/items/:id/orders", h.tallyOrders, h.placeOrder)
-	api.GET("/orders/:id", h.getOrder)
+	get(api, "/orders/:id", h.getOrder)
 	api.POST("/orders/:id/pay", h.payOrder)
 	api.POST("/orders/:id/cancel", h.cancelOrder)
 
 	if admin != pub {
-		admin.GET("/healthz", h.healthz)
+		get(admin, "/healthz", h.healthz)
 	}
 	adm := admin.Group("/api/v1/admin", h.requireAdmin)
 	adm.POST("/items", h.createItem)
-	adm.GET("/items", h.listItems)
-	adm.GET("/items/:id/live", h.liveItem)
-	adm.GET("/items/:id", h.adminItem)
+	get(adm, "/items", h.listItems)
+	get(adm, "/items/:id/live", h.liveItem)
+	get(adm, "/items/:id", h.adminItem)
 	adm.PUT("/items/:id/stock", h.setStock)
-	adm.GET("/items/:id/dead-letters", h.deadLetters)
+	get(adm, "/items/:id/dead-letters", h.deadLetters)
 	adm.POST("/items/:id/dead-letters/requeue", h.requeueDeadLetters)
 	adm.POST("/items/:id/reconcile", h.reconcile)
 
 	h.consoleRoutes(pub, admin)
 
 	if h.cfg.Metrics != nil {
-		admin.GET("/metrics", gin.WrapH(h.cfg.Metrics.Handler()))
+		get(admin, "/metrics", gin.WrapH(h.cfg.Metrics.Handler()))
 	}
 	if h.cfg.Pprof {
 		dbg := admin.Group("/debug/pprof", h.requireAdmin)
-		dbg.GET("/", gin.WrapF(pprof.Index))
-		dbg.GET("/cmdline", gin.WrapF(pprof.Cmdline))
-		dbg.GET("/profile", gin.WrapF(pprof.Profile))
-		dbg.GET("/symbol", gin.WrapF(pprof.Symbol))
-		dbg.GET("/trace", gin.WrapF(pprof.Trace))
-		dbg.GET("/:profile", func(c *gin.Context) { pprof.Handler(c.Param("profile")).ServeHTTP(c.Writer, c.Request) })
+		get(dbg, "/", gin.WrapF(pprof.Index))
+		get(dbg, "/cmdline", gin.WrapF(pprof.Cmdline))
+		get(dbg, "/profile", gin.WrapF(pprof.Profile))
+		get(dbg, "/symbol", gin.WrapF(pprof.Symbol))
+		get(dbg, "/trace", gin.WrapF(pprof.Trace))
+		get(dbg, "/:profile", func(c *gin.Context) { pprof.Handler(c.Param("profile")).ServeHTTP(c.Writer, c.Request) })
 	}
 }
 
+// get registers path for GET and HEAD: RFC 9110 (section 9.3.2) asks a
+// server to answer HEAD wherever it answers GET, with the same status and
+// headers and no body. The handlers run as for a GET; net/http sends no
+// body after a HEAD (and the Content-Length a GET gets, when the body fits
+// its buffer), and frame ends a HEAD stream at its first flush.
+func get(r gin.IRoutes, path string, handlers ...gin.HandlerFunc) {
+	r.GET(path, handlers...)
+	r.HEAD(path, handlers...)
+}
+
 // frame wraps every request: it caps the body and the time, gives the
-// request an id (kept from the client when sane) in its context and the
-// X-Request-Id header, and records the request's metrics. It logs a request
-// only at debug level.
+// request an id (kept from the client when sane: one X-Request-Id of a few
+// safe characters) in its context and the X-Request-Id header, and records
+// the request's metrics. It logs a request only at debug level.
 func (h *Handler) frame(c *gin.Context) {
 	start := time.Now()
-	id := h.ids.id(c.GetHeader(RequestIDHeader))
+	id := h.ids.id(c.Request.Header.Values(RequestIDHeader))
 	c.Header(RequestIDHeader, id)
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
 	ctx, cancel := context.WithTimeout(context.WithValue(c.Request.Context(), requestIDKey{}, id), h.cfg.RequestTimeout)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
+	if c.Request.Method == http.MethodHead {
+		c.Writer = &headWriter{ResponseWriter: c.Writer, end: cancel}
+	}
 	c.Next()
 	d := time.Since(start)
 	h.cfg.Metrics.Request(c.FullPath(), c.Request.Method, c.Writer.Status(), d)
@@ -221,6 +235,23 @@ func (h *Handler) frame(c *gin.Context) {
 			"status", c.Writer.Status(), "duration", d)
 	}
 }
+
+// headWriter is a HEAD request's writer. A handler flushes only to stream
+// (the live view), and a stream's headers are all a HEAD asks for: the first
+// flush sends them and ends the request's context, so the stream stops
+// rather than running its course unseen.
+type headWriter struct {
+	gin.ResponseWriter
+	end context.CancelFunc
+}
+
+func (w *headWriter) Flush() {
+	w.ResponseWriter.Flush()
+	w.end()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *headWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (h *Handler) recover(c *gin.Context) {
 	defer func() {
@@ -238,7 +269,12 @@ func (h *Handler) recover(c *gin.Context) {
 // requireAdmin checks the bearer token in constant time. Both sides are
 // hashed first so the comparison does not leak the token's length either.
 func (h *Handler) requireAdmin(c *gin.Context) {
-	token, ok := bearerToken(c.GetHeader("Authorization"))
+	header, err := singleHeader(c, "Authorization")
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	token, ok := bearerToken(header)
 	got := sha256.Sum256([]byte(token))
 	if !ok || token == "" || subtle.ConstantTimeCompare(got[:], h.adminHash[:]) != 1 {
 		c.Header("WWW-Authenticate", `Bearer realm="seckill-admin"`)

@@ -120,6 +120,9 @@ type deadLetterJSON struct {
 	Order  orderJSON `json:"order"`
 }
 
+// maxDeadLetters caps one listing of an item's dead letters.
+const maxDeadLetters = 10000
+
 // deadLetters lists the item's dead-letter stream (?limit=, default 100).
 func (h *Handler) deadLetters(c *gin.Context) {
 	id, err := pathID(c)
@@ -127,12 +130,10 @@ func (h *Handler) deadLetters(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
-	limit := int64(100)
-	if raw := c.Query("limit"); raw != "" {
-		if limit, err = strconv.ParseInt(raw, 10, 64); err != nil || limit < 1 || limit > 10000 {
-			h.writeError(c, stock.Invalidf("limit must be an integer from 1 to 10000"))
-			return
-		}
+	limit, err := queryNumber(c, "limit", maxDeadLetters, 100)
+	if err != nil {
+		h.writeError(c, err)
+		return
 	}
 	dl, err := h.shop.DeadLetters(c.Request.Context(), id, limit)
 	if err != nil {

@@ -61,23 +61,23 @@ func (h *Handler) publicItem(c *gin.Context) {
 	e := h.views.encode(v)
 	c.Header("ETag", e.etag)
 	c.Header("Cache-Control", itemViewCacheControl)
-	if etagMatches(c.GetHeader("If-None-Match"), e.etag) {
+	if etagMatches(c.Request.Header.Values("If-None-Match"), e.etag) {
 		c.Status(http.StatusNotModified)
 		return
 	}
 	c.Data(http.StatusOK, jsonContentType, e.body)
 }
 
-// etagMatches reports whether an If-None-Match header names etag (weak
-// comparison, RFC 9110 13.1.2: a W/ prefix is ignored) or is "*".
-func etagMatches(header, etag string) bool {
-	if header == "" {
-		return false
-	}
-	for _, t := range strings.Split(header, ",") {
-		t = strings.TrimSpace(t)
-		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
-			return true
+// etagMatches reports whether If-None-Match names etag (weak comparison,
+// RFC 9110 13.1.2: a W/ prefix is ignored) or is "*". The header is a list,
+// so its lines are one list too (RFC 9110 5.3).
+func etagMatches(lines []string, etag string) bool {
+	for _, line := range lines {
+		for _, t := range strings.Split(line, ",") {
+			t = strings.TrimSpace(t)
+			if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+				return true
+			}
 		}
 	}
 	return false

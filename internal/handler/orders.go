@@ -61,7 +61,12 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		}
 		user = *req.UserID
 	}
-	oreq := stock.OrderRequest{ItemID: id, UserID: user, IdempotencyKey: c.GetHeader("Idempotency-Key")}
+	key, err := singleHeader(c, "Idempotency-Key")
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	oreq := stock.OrderRequest{ItemID: id, UserID: user, IdempotencyKey: key}
 	if err := stock.ValidateOrderRequest(oreq); err != nil {
 		h.writeError(c, err)
 		return

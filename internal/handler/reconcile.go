@@ -62,13 +62,9 @@ func (h *Handler) reconcile(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
-	dry := false
-	switch c.Query("dry_run") {
-	case "", "false":
-	case "true":
-		dry = true
-	default:
-		h.writeError(c, stock.Invalidf("dry_run must be true or false"))
+	dry, err := queryBool(c, "dry_run")
+	if err != nil {
+		h.writeError(c, err)
 		return
 	}
 	r, err := h.shop.Reconcile(c.Request.Context(), id, !dry)

@@ -33,9 +33,11 @@ func newRequestIDs() *requestIDs {
 	return &requestIDs{prefix: hex.EncodeToString(b) + "-"}
 }
 
-func (r *requestIDs) id(incoming string) string {
-	if validRequestID(incoming) {
-		return incoming
+// id is the request's id: the one the client sent when it sent one valid
+// id, a fresh one otherwise.
+func (r *requestIDs) id(incoming []string) string {
+	if len(incoming) == 1 && validRequestID(incoming[0]) {
+		return incoming[0]
 	}
 	buf := make([]byte, 0, len(r.prefix)+13)
 	buf = append(buf, r.prefix...)

@@ -12,9 +12,14 @@ import (
 var errUnauthorized = errors.New("a valid user bearer token is required")
 
 // tokenUser returns the user a request's HS256 bearer token names in its
-// "sub". It requires an unexpired token signed with the configured secret.
+// "sub". It requires an unexpired token signed with the configured secret,
+// in one Authorization header (two are an ErrInvalid).
 func (h *Handler) tokenUser(c *gin.Context) (string, error) {
-	raw, ok := bearerToken(c.GetHeader("Authorization"))
+	header, err := singleHeader(c, "Authorization")
+	if err != nil {
+		return "", err
+	}
+	raw, ok := bearerToken(header)
 	if !ok {
 		return "", errUnauthorized
 	}

@@ -1,6 +1,10 @@
 package stock
 
-import "regexp"
+import (
+	"regexp"
+	"unicode"
+	"unicode/utf8"
+)
 
 // ValidateNewItem checks an item an admin supplies; its Strategy must be
 // set (the service fills in its default first).
@@ -8,6 +12,8 @@ func ValidateNewItem(in NewItem) error {
 	switch {
 	case len(in.Name) == 0 || len(in.Name) > MaxNameLen:
 		return Invalidf("name must be 1 to %d bytes", MaxNameLen)
+	case !validName(in.Name):
+		return Invalidf("name must be one line of valid UTF-8 text with at least one visible character and no control characters")
 	case in.Stock < 0 || in.Stock > MaxStock:
 		return Invalidf("stock must be between 0 and %d", MaxStock)
 	case in.PriceCents < 0 || in.PriceCents > MaxPriceCents:
@@ -25,6 +31,27 @@ func ValidateNewItem(in NewItem) error {
 		return Invalidf("ends_at must be after starts_at")
 	}
 	return nil
+}
+
+// validName reports whether an item name is text a page can show as one
+// line: valid UTF-8, no control character (C0, DEL, C1) or line break, and
+// not blank (at least one rune that is neither a space nor an invisible
+// format rune such as a zero-width space; a zero-width joiner between emoji
+// is fine).
+func validName(name string) bool {
+	if !utf8.ValidString(name) {
+		return false
+	}
+	visible := false
+	for _, r := range name {
+		switch {
+		case unicode.IsControl(r), r == '\u2028', r == '\u2029':
+			return false
+		case !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r):
+			visible = true
+		}
+	}
+	return visible
 }
 
 // ValidateBuckets checks an item's bucket count as an admin gives it.

@@ -1,7 +1,7 @@
-// Package web is the browser side of the service: the admin console and the
-// sale page, plain HTML, CSS and JavaScript embedded in the binary. Nothing
-// is fetched from elsewhere at run time and nothing is built: the files are
-// served as they are in static/.
+// Package web is the browser side of the service: the admin console, the
+// sale page and the index at /, plain HTML, CSS and JavaScript embedded in
+// the binary. Nothing is fetched from elsewhere at run time and nothing is
+// built: the files are served as they are in static/.
 //
 // Every page and asset is served with a strict Content-Security-Policy (no
 // inline script or style, everything from this origin), so data a page
@@ -56,6 +56,22 @@ func NewConsolePage(salePagesHere bool) *ConsolePage {
 
 // ServeHTTP serves the page.
 func (p *ConsolePage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serve(w, r, "text/html; charset=utf-8", p.html)
+}
+
+// IndexPage is the page at /: where the console, the sale pages and the
+// API document are.
+type IndexPage struct{ html []byte }
+
+// NewIndexPage renders the index of one listener. consoleHere says it
+// serves the console, salePagesHere the sale pages and the API document
+// (the public listener); with no separate admin listener both are true.
+func NewIndexPage(consoleHere, salePagesHere bool) *IndexPage {
+	return &IndexPage{html: render("static/index.html", struct{ Console, SalePages bool }{consoleHere, salePagesHere})}
+}
+
+// ServeHTTP serves the page.
+func (p *IndexPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	serve(w, r, "text/html; charset=utf-8", p.html)
 }
 

@@ -113,6 +113,16 @@ func (r Response) ErrorCode() string {
 // Do sends a request; body may be nil, a string (sent as is) or a value
 // (sent as JSON). admin adds the bearer token. Transport errors are returned.
 func (c *Client) Do(method, path string, body any, admin bool, header map[string]string) (Response, error) {
+	h := make(http.Header, len(header))
+	for k, v := range header {
+		h.Set(k, v)
+	}
+	return c.DoHeader(method, path, body, admin, h)
+}
+
+// DoHeader is Do with a header that may give a name several values, each
+// sent as a line of its own; they replace the admin token's Authorization.
+func (c *Client) DoHeader(method, path string, body any, admin bool, header http.Header) (Response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -137,8 +147,11 @@ func (c *Client) Do(method, path string, body any, admin bool, header map[string
 	if admin {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	for k, v := range header {
-		req.Header.Set(k, v)
+	for k, vs := range header {
+		req.Header.Del(k)
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
