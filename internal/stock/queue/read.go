@@ -8,106 +8,184 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// A writer reads every lua-async stream and persists what it gets. Each
+// stream's read stands on its own: on a Redis Cluster every stream has a
+// slot, and maybe a master, of its own, so one stream failing (its master
+// down, its group gone with its master's data) must neither drop what the
+// others delivered in the same round nor hold them back. A stream whose
+// read failed is left out for a while (backing off, that stream only); one
+// whose group is missing gets it again. A stream may also owe entries:
+// delivered to this writer and not settled (a read whose reply was lost,
+// an acknowledgement that failed); its next read asks for this writer's
+// own pending entries ("0" instead of ">") until none is left. Writing is
+// idempotent, so an entry read twice is found done.
+
+// streamState is what one writer knows about one item's stream.
+type streamState struct {
+	wait    backoff
+	retryAt time.Time // a failed read: none before
+	owed    bool      // read this writer's pending entries first
+}
+
+// reader is one writer's view of the streams.
+type reader struct {
+	consumer string
+	idle     idleWait
+	streams  map[int64]*streamState
+}
+
+func (r *reader) stream(id int64) *streamState {
+	s, ok := r.streams[id]
+	if !ok {
+		s = &streamState{}
+		r.streams[id] = s
+	}
+	return s
+}
+
+// due lists the items whose stream may be read now; when none, how long
+// until one may.
+func (r *reader) due(items []int64) ([]int64, time.Duration) {
+	now := time.Now()
+	out := make([]int64, 0, len(items))
+	var wake time.Duration
+	for _, id := range items {
+		at := r.stream(id).retryAt
+		if !now.Before(at) {
+			out = append(out, id)
+		} else if d := at.Sub(now); wake == 0 || d < wake {
+			wake = d
+		}
+	}
+	return out, wake
+}
+
 // writer reads new entries of every lua-async stream and persists them.
 func (w *Writers) writer(consumer string) {
 	defer w.wg.Done()
 	ctx := context.Background()
-	wait := newBackoff()
-	idle := &idleWait{max: w.cfg.Block}
+	r := &reader{consumer: consumer, idle: idleWait{max: w.cfg.Block}, streams: map[int64]*streamState{}}
 	for !w.stopped() {
-		items := w.active(ctx)
+		items, wake := r.due(w.active(ctx))
 		if len(items) == 0 {
-			w.sleep(w.cfg.Block)
-			continue
-		}
-		res, err := w.read(ctx, consumer, items, idle)
-		switch {
-		case errors.Is(err, redis.Nil):
-			continue
-		case isNoGroup(err):
-			w.log.Warn("lua-async writers: a consumer group is missing (Redis lost data?); creating it again", "err", err)
-			w.regroup()
-			continue
-		case err != nil:
-			if d := wait.next(); d == wait.first() || wait.every(10*time.Second) {
-				w.log.Warn("lua-async writers: cannot read the streams; retrying", "err", err)
+			if wake == 0 {
+				wake = w.cfg.Block
 			}
-			w.sleep(wait.current())
+			w.sleep(wake)
 			continue
 		}
-		wait.reset()
-		for _, st := range res {
-			if len(st.msgs) > 0 {
-				w.handle(consumer, st.item, st.msgs)
+		got := 0
+		for _, res := range w.read(ctx, r, items) {
+			got += len(res.msgs)
+			w.took(r, res)
+		}
+		if w.polls(items) {
+			if got > 0 {
+				r.idle.reset()
+			} else {
+				w.sleep(r.idle.next())
 			}
 		}
 	}
 }
 
-// itemStream is what one read got from an item's stream.
-type itemStream struct {
-	item int64
-	msgs []redis.XMessage
+// took handles what one stream's read gave.
+func (w *Writers) took(r *reader, res streamRead) {
+	st := r.stream(res.item)
+	switch {
+	case res.err == nil || errors.Is(res.err, redis.Nil):
+		st.wait.reset()
+		st.retryAt = time.Time{}
+		if len(res.msgs) == 0 {
+			if res.history {
+				st.owed = false
+			}
+			return
+		}
+		// After a history read, read it again: there may be more than a
+		// batch, and none is left only when it comes back empty.
+		w.handle(r.consumer, res.item, res.msgs)
+		st.owed = res.history
+	case isNoGroup(res.err):
+		// Its pending entries went with the group: none is owed.
+		w.log.Warn("lua-async writers: a consumer group is missing (Redis lost data?); creating it again",
+			"item", res.item, "err", res.err)
+		w.regroup(res.item)
+		st.owed = false
+	default:
+		// The read may have run and its reply been lost: what it
+		// delivered is pending to this writer.
+		st.owed = true
+		d := st.wait.next()
+		st.retryAt = time.Now().Add(d)
+		if d == st.wait.first() || st.wait.every(10*time.Second) {
+			w.log.Warn("lua-async writers: cannot read a stream; retrying it", "item", res.item, "in", d, "err", res.err)
+		}
+	}
 }
 
-// read takes new entries of the items' streams for consumer: one blocking
-// XREADGROUP over every stream, or, on a Redis Cluster with several items,
-// one XREADGROUP per stream in a pipeline, without blocking (a blocking
-// read of one would starve the others); when all are empty it waits a
-// little, longer the longer they stay empty, up to the block time.
-// redis.Nil when there was nothing.
-func (w *Writers) read(ctx context.Context, consumer string, items []int64, idle *idleWait) ([]itemStream, error) {
-	if !w.oneStreamPerRead || len(items) == 1 {
+// streamRead is what one read got from an item's stream.
+type streamRead struct {
+	item    int64
+	msgs    []redis.XMessage
+	err     error
+	history bool // this writer's own pending entries, not new ones
+}
+
+// polls reports whether items are read one XREADGROUP each, without
+// blocking: on a Redis Cluster with several items (a blocking read of one
+// would starve the others).
+func (w *Writers) polls(items []int64) bool { return w.oneStreamPerRead && len(items) > 1 }
+
+// read takes entries of the items' streams for r's consumer: new ones, or
+// its own pending ones where a stream owes some. One blocking XREADGROUP
+// over every stream, or, when it polls, one XREADGROUP per stream in a
+// pipeline, each with its own result.
+func (w *Writers) read(ctx context.Context, r *reader, items []int64) []streamRead {
+	from := func(id int64) string {
+		if r.stream(id).owed {
+			return "0"
+		}
+		return ">"
+	}
+	if !w.polls(items) {
 		streams := make([]string, 0, 2*len(items))
-		byStream := make(map[string]int64, len(items))
 		for _, id := range items {
-			s := w.keys.Stream(id)
-			streams = append(streams, s)
-			byStream[s] = id
+			streams = append(streams, w.keys.Stream(id))
 		}
-		for range items {
-			streams = append(streams, ">")
+		for _, id := range items {
+			streams = append(streams, from(id))
 		}
-		res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer,
+		res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: r.consumer,
 			Streams: streams, Count: int64(w.cfg.Batch), Block: w.cfg.Block}).Result()
-		if err != nil {
-			return nil, err
-		}
-		out := make([]itemStream, 0, len(res))
+		got := make(map[string][]redis.XMessage, len(res))
 		for _, st := range res {
-			if id, ok := byStream[st.Stream]; ok {
-				out = append(out, itemStream{item: id, msgs: st.Messages})
-			}
+			got[st.Stream] = st.Messages
 		}
-		return out, nil
+		// One command: its error is every stream's.
+		out := make([]streamRead, len(items))
+		for i, id := range items {
+			out[i] = streamRead{item: id, msgs: got[w.keys.Stream(id)], err: err, history: from(id) == "0"}
+		}
+		return out
 	}
 	cmds := make([]*redis.XStreamSliceCmd, len(items))
 	_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range items {
-			cmds[i] = p.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: consumer,
-				Streams: []string{w.keys.Stream(id), ">"}, Count: int64(w.cfg.Batch), Block: -1})
+			cmds[i] = p.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: r.consumer,
+				Streams: []string{w.keys.Stream(id), from(id)}, Count: int64(w.cfg.Batch), Block: -1})
 		}
 		return nil
 	}) // each command carries its own error
-	var out []itemStream
+	out := make([]streamRead, len(items))
 	for i, cmd := range cmds {
 		res, err := cmd.Result()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
+		out[i] = streamRead{item: items[i], err: err, history: from(items[i]) == "0"}
 		for _, st := range res {
-			out = append(out, itemStream{item: items[i], msgs: st.Messages})
+			out[i].msgs = append(out[i].msgs, st.Messages...)
 		}
 	}
-	if len(out) == 0 {
-		w.sleep(idle.next())
-		return nil, redis.Nil
-	}
-	idle.reset()
-	return out, nil
+	return out
 }
 
 // idleWait is how long a writer polling streams one by one waits when all

@@ -40,8 +40,8 @@ type Writers struct {
 	items      []int64
 	refreshed  time.Time
 	grouped    map[int64]bool
-	groupRetry time.Time // no group creation before (Redis failed)
-	groupWarn  time.Time // last warning about it
+	groupRetry map[int64]time.Time // no group creation before (Redis failed)
+	groupWarn  time.Time           // last warning about it
 
 	stop chan struct{}
 	once sync.Once
@@ -64,7 +64,7 @@ func StartWriters(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, cf
 	host, _ := os.Hostname()
 	w := &Writers{cfg: cfg, store: st, rdb: rdb, keys: keys, log: log,
 		name:    fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3)),
-		grouped: map[int64]bool{}, stop: make(chan struct{}), hbStop: make(chan struct{})}
+		grouped: map[int64]bool{}, groupRetry: map[int64]time.Time{}, stop: make(chan struct{}), hbStop: make(chan struct{})}
 	_, w.oneStreamPerRead = rdb.(*redis.ClusterClient)
 	w.start()
 	return w, nil
@@ -142,17 +142,18 @@ func (w *Writers) active(ctx context.Context) []int64 {
 		}
 	}
 	for _, id := range w.items {
-		if w.grouped[id] || time.Now().Before(w.groupRetry) {
+		if w.grouped[id] || time.Now().Before(w.groupRetry[id]) {
 			continue
 		}
 		if err := w.ensureGroup(ctx, id); err != nil {
-			// Redis is out: try again in a second, warn every ten.
-			w.groupRetry = time.Now().Add(time.Second)
+			// Its master is out: try again in a second, warn every ten;
+			// the other items' streams are read meanwhile.
+			w.groupRetry[id] = time.Now().Add(time.Second)
 			if time.Since(w.groupWarn) >= 10*time.Second {
 				w.groupWarn = time.Now()
 				w.log.Warn("lua-async writers: cannot create consumer group; retrying", "item", id, "err", err)
 			}
-			break
+			continue
 		}
 		w.grouped[id] = true
 	}
@@ -177,17 +178,19 @@ func (w *Writers) Added(id int64) {
 	w.items = append(w.items, id)
 }
 
-// regroup forgets which groups exist, after Redis said one is missing (it
-// lost its data): the next active() creates them again.
-func (w *Writers) regroup() {
+// regroup forgets that the item's group exists, after Redis said it is
+// missing (its master lost its data): the next active() creates it again.
+func (w *Writers) regroup(id int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.grouped = map[int64]bool{}
+	delete(w.grouped, id)
 }
 
 // ensureGroup creates the item's consumer group at the start of the stream
 // (creating the stream if needed), so entries added before are delivered.
 func (w *Writers) ensureGroup(ctx context.Context, id int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	err := w.rdb.XGroupCreateMkStream(ctx, w.keys.Stream(id), Group, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return gate.Error("create consumer group", err)
