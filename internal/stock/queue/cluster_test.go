@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,4 +170,185 @@ func awaitWritten(t *testing.T, s *shop.Service, ids []string, wait time.Duratio
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// A writer that persisted a batch and cannot acknowledge it (the item's
+// master died right after the commit) leaves it pending after a moment
+// and goes on (issue 20): the items on the other masters are written
+// while that master is down, not after it returns. The batch is not lost
+// and not written twice: it is in the database; a promoted replica still
+// has its entry, pending to the writer, which reads it again at once and
+// finds it written; a master restarted empty lost it, and the gate is
+// rebuilt from the database.
+func TestClusterAckOnADeadMasterSparesTheOthers(t *testing.T) {
+	t.Run("no-replica", func(t *testing.T) { ackOnDeadMaster(t, 0) })
+	t.Run("replica", func(t *testing.T) { ackOnDeadMaster(t, 1) })
+}
+
+func ackOnDeadMaster(t *testing.T, replicas int) {
+	// Without full coverage the other masters serve while one is down.
+	cluster := testenv.StartCluster(t, 3, replicas, "--cluster-require-full-coverage", "no")
+	real := testenv.Real(t)
+	b := testenv.Backend{Name: "private cluster", RedisURL: cluster.URL(), RedisMode: testenv.ModeCluster,
+		MySQLDSN: real.MySQLDSN, KeyPrefix: real.KeyPrefix}
+	rdb := b.Universal(t)
+	var victim, replica atomic.Pointer[testenv.RedisServer]
+	var replicated atomic.Value // error
+	s := newService(t, b, rdb, queue.Config{Writers: 1, ClaimIdle: claimIdle, AfterCommit: func() {
+		// The master dies between the commit and the acknowledgement,
+		// once its replica has the entry and its delivery to the writer.
+		if v := victim.Load(); v != nil {
+			if r := replica.Load(); r != nil {
+				replicated.Store(fmt.Sprint(awaitReplicated(v, r)))
+			}
+			v.Kill()
+			victim.Store(nil)
+		}
+	}})
+	doomed, healthy := itemsOnTwoMasters(t, s, b, rdb, cluster)
+	awaitWritten(t, s, []string{place(t, s, doomed.item.ID, "warm-a"), place(t, s, healthy.item.ID, "warm-b")}, promptly)
+	keys, err := gate.NewKeys(b.KeyPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted := cluster.ReplicaOf(doomed.master.Addr())
+	if replicas > 0 && promoted == nil {
+		t.Fatalf("master %s has no replica", doomed.master.Addr())
+	}
+	replica.Store(promoted)
+	victim.Store(doomed.master)
+	unacked := place(t, s, doomed.item.ID, "unacked")
+	for start := time.Now(); doomed.master.Running(); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the doomed item's order was not committed within 10s")
+		}
+	}
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, place(t, s, healthy.item.ID, fmt.Sprintf("buyer-%d", i)))
+	}
+	awaitWritten(t, s, ids, promptly)
+	awaitWritten(t, s, []string{unacked}, time.Second) // committed before the kill
+
+	if promoted != nil {
+		if err := replicated.Load(); err != "<nil>" {
+			t.Fatalf("replica before the kill: %v", err)
+		}
+		// The promoted replica has the entry, pending to the writer,
+		// which reads it again and finds it written.
+		cluster.AwaitOK(30 * time.Second)
+		awaitDrained(t, rdb, keys.Stream(doomed.item.ID), promptly)
+	} else {
+		// The master comes back empty: the doomed item's gate is
+		// rebuilt from the database.
+		doomed.master.Start()
+		cluster.AwaitOK(30 * time.Second)
+	}
+	awaitWritten(t, s, []string{place(t, s, doomed.item.ID, "after")}, promptly)
+	it, err := s.Item(context.Background(), doomed.item.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Sold != 3 {
+		t.Errorf("doomed item sold %d, want 3 (warm-a, unacked, after)", it.Sold)
+	}
+}
+
+// awaitReplicated waits until replica has every write of master (their
+// replication offsets meet), for at most 10s.
+func awaitReplicated(master, replica *testenv.RedisServer) error {
+	offset := func(s *testenv.RedisServer) (string, error) {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		defer c.Close()
+		info, err := c.Info(context.Background(), "replication").Result()
+		if err != nil {
+			return "", err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "master_repl_offset:"); ok {
+				return v, nil
+			}
+		}
+		return "", fmt.Errorf("INFO of %s has no master_repl_offset", s.Addr())
+	}
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		m, err := offset(master)
+		if err != nil {
+			return err
+		}
+		r, err := offset(replica)
+		if err != nil {
+			return err
+		}
+		if m == r {
+			return nil
+		}
+		if time.Since(start) > 10*time.Second {
+			return fmt.Errorf("replica %s at offset %s, master %s at %s after 10s", replica.Addr(), r, master.Addr(), m)
+		}
+	}
+}
+
+// awaitDrained waits until stream has no entry and nothing pending, or
+// fails the test after wait.
+func awaitDrained(t *testing.T, rdb redis.UniversalClient, stream string, wait time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	for {
+		n, err := rdb.XLen(ctx, stream).Result()
+		p, perr := rdb.XPending(ctx, stream, queue.Group).Result()
+		if err == nil && perr == nil && n == 0 && p.Count == 0 {
+			return
+		}
+		if time.Since(start) > wait {
+			t.Fatalf("stream %s not drained within %v (claim backstop %v): %d entries, %+v pending (%v, %v)", stream, wait, claimIdle, n, p, err, perr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// onMaster is an item and the node that is its master.
+type onMaster struct {
+	item   *stock.Item
+	master *testenv.RedisServer
+}
+
+// itemsOnTwoMasters creates lua-async items until two of them have
+// different masters.
+func itemsOnTwoMasters(t *testing.T, s *shop.Service, b testenv.Backend, rdb redis.UniversalClient, c *testenv.RedisCluster) (onMaster, onMaster) {
+	t.Helper()
+	keys, err := gate.NewKeys(b.KeyPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first onMaster
+	for i := range 20 {
+		it := asyncItem(t, s, fmt.Sprintf("item-%d", i))
+		m := masterOf(t, rdb, c, keys.Stream(it.ID))
+		switch {
+		case first.item == nil:
+			first = onMaster{it, m}
+		case m != first.master:
+			return first, onMaster{it, m}
+		}
+	}
+	t.Fatal("20 items, all on one master")
+	return onMaster{}, onMaster{}
+}
+
+// masterOf is the node that is the master of key.
+func masterOf(t *testing.T, rdb redis.UniversalClient, c *testenv.RedisCluster, key string) *testenv.RedisServer {
+	t.Helper()
+	m, err := rdb.(*redis.ClusterClient).MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatalf("master of %s: %v", key, err)
+	}
+	for _, n := range c.Nodes {
+		if n.Addr() == m.Options().Addr {
+			return n
+		}
+	}
+	t.Fatalf("master %s of %s is none of the cluster's nodes", m.Options().Addr, key)
+	return nil
 }

@@ -16,17 +16,16 @@ import (
 // deadLetter moves entries to the item's dead-letter stream with the reason,
 // and acknowledges them, in one MULTI. Their pending markers stay: the
 // orders were admitted and are not written; an admin requeues them once
-// the cause is fixed.
-func (w *Writers) deadLetter(itemID int64, msgs []redis.XMessage, reason string) {
+// the cause is fixed. It tries for ackPatience (see ack) and reports
+// whether they moved; if not, they stay pending and come back.
+func (w *Writers) deadLetter(itemID int64, msgs []redis.XMessage, reason string) bool {
 	stream, dead := w.keys.Stream(itemID), w.keys.Dead(itemID)
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	wait := newBackoff()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err := w.patiently(func(ctx context.Context) error {
 		_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			for _, m := range msgs {
 				vals := map[string]any{FieldDeadEntry: m.ID, FieldDeadReason: reason, FieldDeadAt: now}
@@ -39,18 +38,18 @@ func (w *Writers) deadLetter(itemID int64, msgs []redis.XMessage, reason string)
 			p.XDel(ctx, stream, ids...)
 			return nil
 		})
-		cancel()
-		if err == nil {
-			break
-		}
-		if !w.sleep(wait.next()) {
-			return
-		}
+		return err
+	})
+	if err != nil {
+		w.log.Warn("lua-async writers: entries not moved to the dead-letter stream; left pending", "item", itemID,
+			"entries", len(msgs), "err", err)
+		return false
 	}
 	w.log.Error("lua-async: entries moved to the dead-letter stream", "item", itemID, "entries", len(msgs), "reason", reason, "stream", dead)
 	if o := w.cfg.Observer; o != nil {
 		o.DeadLettered(len(msgs))
 	}
+	return true
 }
 
 // DeadLetters lists up to limit entries of an item's dead-letter stream.

@@ -14,9 +14,18 @@ import (
 // batchTimeout bounds one batch's transaction.
 const batchTimeout = 5 * time.Second
 
+// ackPatience bounds how long a writer keeps trying to acknowledge a batch
+// it persisted (or to park entries as dead letters) before it leaves them
+// pending and moves on: the item's master may be down for a while, and the
+// writer's other items must not wait for it. The entries are read again
+// (see read.go) and found written.
+const ackPatience = time.Second
+
 // handle persists entries delivered to consumer; malformed ones go to the
-// dead-letter stream at once.
-func (w *Writers) handle(consumer string, itemID int64, msgs []redis.XMessage) {
+// dead-letter stream at once. It reports whether every entry was settled:
+// written or parked, and acknowledged; those that were not stay pending
+// to consumer.
+func (w *Writers) handle(consumer string, itemID int64, msgs []redis.XMessage) (settled bool) {
 	batch := make([]*store.Queued, 0, len(msgs))
 	var bad []redis.XMessage
 	for _, m := range msgs {
@@ -27,8 +36,9 @@ func (w *Writers) handle(consumer string, itemID int64, msgs []redis.XMessage) {
 		}
 		batch = append(batch, q)
 	}
+	settled = true
 	if len(bad) > 0 {
-		w.deadLetter(itemID, bad, "malformed entry")
+		settled = w.deadLetter(itemID, bad, "malformed entry")
 	}
 	// The claim is renewed for as long as the batch is in flight: a
 	// transaction stalled on the database must not let it lapse.
@@ -40,16 +50,18 @@ func (w *Writers) handle(consumer string, itemID int64, msgs []redis.XMessage) {
 		for n < len(batch) && batch[n].Epoch == batch[0].Epoch {
 			n++
 		}
-		w.persist(consumer, itemID, batch[:n])
+		settled = w.persist(consumer, itemID, batch[:n]) && settled
 		batch = batch[n:]
 	}
+	return settled
 }
 
 // persist writes a batch, retrying with backoff while the database is out.
 // A batch that fails for another reason is split, and an entry that keeps
 // failing on its own goes to the dead-letter stream. Its caller (handle)
 // renews the claim meanwhile, so no other writer takes the entries over.
-func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) {
+// It reports whether the batch was settled (see handle).
+func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) bool {
 	wait := newBackoff()
 	failures := 0
 	for {
@@ -63,7 +75,7 @@ func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) 
 			if o := w.cfg.Observer; o != nil {
 				o.QueueLost(len(batch))
 			}
-			return
+			return true
 		}
 		if err == nil {
 			if o := w.cfg.Observer; o != nil {
@@ -76,8 +88,7 @@ func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) 
 				w.log.Error("lua-async: admitted orders refused by the database (Redis lost data?); recorded as failed",
 					"item", itemID, "failed", len(res.Failed))
 			}
-			w.ack(itemID, batch)
-			return
+			return w.ack(itemID, batch)
 		}
 		outage := errors.Is(err, stock.ErrUnavailable)
 		if o := w.cfg.Observer; o != nil {
@@ -87,28 +98,28 @@ func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) 
 			failures++
 			if len(batch) > 1 && failures >= 2 {
 				w.log.Warn("lua-async writers: batch keeps failing; writing its orders one by one", "item", itemID, "orders", len(batch), "err", err)
+				settled := true
 				for _, q := range batch {
 					if w.stopped() {
-						return
+						return false
 					}
-					w.persist(consumer, itemID, []*store.Queued{q})
+					settled = w.persist(consumer, itemID, []*store.Queued{q}) && settled
 				}
-				return
+				return settled
 			}
 			if failures >= w.cfg.MaxDeliveries {
 				msgs := make([]redis.XMessage, len(batch))
 				for i, q := range batch {
 					msgs[i] = message(q)
 				}
-				w.deadLetter(itemID, msgs, err.Error())
-				return
+				return w.deadLetter(itemID, msgs, err.Error())
 			}
 		}
 		if failures <= 1 && (wait.n == 0 || wait.every(10*time.Second)) {
 			w.log.Warn("lua-async writers: batch not persisted; retrying", "item", itemID, "orders", len(batch), "outage", outage, "err", err)
 		}
 		if !w.sleep(wait.next()) {
-			return // stopping: the entries stay pending for another writer
+			return false // stopping: the entries stay pending for another writer
 		}
 	}
 }
@@ -116,9 +127,10 @@ func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) 
 // ack acknowledges and deletes persisted entries and drops their queued
 // markers, in one MULTI (all in the item's slot), then the markers'
 // indexes. Only entries this writer just persisted are deleted: nothing
-// unacknowledged is ever trimmed. If Redis is out it keeps trying until
-// stopped; an entry left behind is delivered again and found done.
-func (w *Writers) ack(itemID int64, batch []*store.Queued) {
+// unacknowledged is ever trimmed. If Redis is out it keeps trying for
+// ackPatience, then reports false: the entries stay pending, are read
+// again, and found done.
+func (w *Writers) ack(itemID int64, batch []*store.Queued) bool {
 	ids := make([]string, len(batch))
 	markers := make([]string, len(batch))
 	for i, q := range batch {
@@ -126,27 +138,40 @@ func (w *Writers) ack(itemID int64, batch []*store.Queued) {
 		markers[i] = w.keys.Queued(itemID, q.ID)
 	}
 	stream := w.keys.Stream(itemID)
-	wait := newBackoff()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err := w.patiently(func(ctx context.Context) error {
 		_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.XAck(ctx, stream, Group, ids...)
 			p.XDel(ctx, stream, ids...)
 			p.Del(ctx, markers...)
 			return nil
 		})
-		cancel()
-		if err == nil {
-			break
-		}
-		if wait.n == 0 {
-			w.log.Warn("lua-async writers: persisted entries not acknowledged yet; retrying", "item", itemID, "err", err)
-		}
-		if !w.sleep(wait.next()) {
-			return
-		}
+		return err
+	})
+	if err != nil {
+		w.log.Warn("lua-async writers: persisted entries not acknowledged; left pending, to be read again and found written",
+			"item", itemID, "entries", len(ids), "err", err)
+		return false
 	}
 	w.dropIndexes(batch)
+	return true
+}
+
+// patiently runs try, each attempt within 2s, with backoff, until it
+// succeeds, ackPatience has passed, or the writers stop; the last error.
+func (w *Writers) patiently(try func(ctx context.Context) error) error {
+	start := time.Now()
+	wait := newBackoff()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := try(ctx)
+		cancel()
+		if err == nil || time.Since(start) >= ackPatience {
+			return err
+		}
+		if !w.sleep(wait.next()) {
+			return err
+		}
+	}
 }
 
 // dropIndexes deletes the orders' indexes (Keys.OrderIndex), one DEL each:

@@ -104,8 +104,9 @@ func (w *Writers) took(r *reader, res streamRead) {
 		}
 		// After a history read, read it again: there may be more than a
 		// batch, and none is left only when it comes back empty.
-		w.handle(r.consumer, res.item, res.msgs)
-		st.owed = res.history
+		if !w.handle(r.consumer, res.item, res.msgs) || res.history {
+			st.owed = true
+		}
 	case isNoGroup(res.err):
 		// Its pending entries went with the group: none is owed.
 		w.log.Warn("lua-async writers: a consumer group is missing (Redis lost data?); creating it again",
