@@ -352,3 +352,57 @@ func masterOf(t *testing.T, rdb redis.UniversalClient, c *testenv.RedisCluster, 
 	t.Fatalf("master %s of %s is none of the cluster's nodes", m.Options().Addr, key)
 	return nil
 }
+
+// On a Redis Cluster the order's index is set after the enqueue script,
+// in another slot, maybe on another master (issue 20): a master that does
+// not answer must not hold the 202 past the request's deadline. The order
+// was admitted, so the answer is the order all the same, and it is
+// written: the index only lets GET find it while it is queued.
+func TestClusterIndexHonoursTheRequestDeadline(t *testing.T) {
+	b := testenv.Cluster(t)
+	rdb := b.Universal(t)
+	stall := &indexStall{d: 5 * time.Second}
+	rdb.AddHook(stall)
+	s := newService(t, b, rdb, queue.Config{Writers: 1, ClaimIdle: claimIdle})
+	it := asyncItem(t, s, "stalled index")
+	stall.on.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	o, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "patient"})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("order whose index stalls: %v; want it admitted", err)
+	}
+	if took > 2*time.Second {
+		t.Errorf("order answered after %v with a 300ms deadline: the index write held it", took.Round(time.Millisecond))
+	}
+	if stall.seen.Load() == 0 {
+		t.Fatal("no index write was stalled: is the hook seeing it?")
+	}
+	stall.on.Store(false)
+	awaitWritten(t, s, []string{o.ID}, promptly)
+}
+
+// indexStall holds every pipeline that sets an order's index for d while on.
+type indexStall struct {
+	d    time.Duration
+	on   atomic.Bool
+	seen atomic.Int64
+}
+
+func (h *indexStall) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *indexStall) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *indexStall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if key, _ := c.Args()[min(1, len(c.Args())-1)].(string); h.on.Load() && c.Name() == "set" && strings.Contains(key, ":order:") {
+				h.seen.Add(1)
+				time.Sleep(h.d)
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}

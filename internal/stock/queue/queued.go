@@ -22,12 +22,16 @@ import (
 // admitted whatever happens here, so the 202 stands; without its index a
 // queued order reads as not found until a writer has written it (usually
 // within milliseconds), which its buyer's poll survives.
+//
+// It waits for the index no longer than ctx allows: the index's slot may
+// lie on a master that does not answer (down, failing over) while the
+// item's answered, and the admitted order's answer must not wait for it
+// past the request's deadline. A keyed retry writes the index again
+// (QueuedOrderOf).
 func (q *Queue) index(ctx context.Context, itemID int64, orderID string) {
 	key := q.keys.OrderIndex(orderID)
 	ttl := q.cfg.QueuedOrderTTL
-	// A buyer who gave up still has the order, and may ask for it by id
-	// after a keyed retry: the index is written all the same.
-	err := q.pipe.Do(context.WithoutCancel(ctx), func(ctx context.Context, p redis.Pipeliner) {
+	err := q.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
 		p.Set(ctx, key, itemID, ttl)
 	}, nil)
 	if err != nil {
