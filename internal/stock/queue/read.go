@@ -34,10 +34,14 @@ type reader struct {
 	streams  map[int64]*streamState
 }
 
+// streamRetryMax caps a failing stream's backoff: a master back (or a
+// replica promoted) is read again within a second.
+const streamRetryMax = time.Second
+
 func (r *reader) stream(id int64) *streamState {
 	s, ok := r.streams[id]
 	if !ok {
-		s = &streamState{}
+		s = &streamState{wait: backoff{max: streamRetryMax}}
 		r.streams[id] = s
 	}
 	return s
