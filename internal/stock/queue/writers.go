@@ -146,14 +146,15 @@ func (w *Writers) active(ctx context.Context) []int64 {
 			continue
 		}
 		if err := w.ensureGroup(ctx, id); err != nil {
-			// Its master is out: try again in a second, warn every ten;
-			// the other items' streams are read meanwhile.
+			// Its master is out: try it again in a second, warn every
+			// ten; the other items' streams are read meanwhile. One
+			// failure a call: each may take the whole timeout.
 			w.groupRetry[id] = time.Now().Add(time.Second)
 			if time.Since(w.groupWarn) >= 10*time.Second {
 				w.groupWarn = time.Now()
 				w.log.Warn("lua-async writers: cannot create consumer group; retrying", "item", id, "err", err)
 			}
-			continue
+			break
 		}
 		w.grouped[id] = true
 	}
