@@ -17,7 +17,9 @@ import (
 // whose group is missing gets it again. A stream may also owe entries:
 // delivered to this writer and not settled (a read whose reply was lost,
 // an acknowledgement that failed); its next read asks for this writer's
-// own pending entries ("0" instead of ">") until none is left. Writing is
+// own pending entries ("0" instead of ">") until none is left; while
+// they cannot be settled (its acknowledgements fail), at most once per
+// backoff, its new entries being read and written meanwhile. Writing is
 // idempotent, so an entry read twice is found done.
 
 // streamState is what one writer knows about one item's stream.
@@ -25,6 +27,19 @@ type streamState struct {
 	wait    backoff
 	retryAt time.Time // a failed read: none before
 	owed    bool      // read this writer's pending entries first
+	owedAt  time.Time // ... once due: not before
+	owedFor backoff   // the owed entries keep failing to settle
+}
+
+// history reports whether the stream's next read is of this writer's
+// pending entries.
+func (s *streamState) history(now time.Time) bool { return s.owed && !now.Before(s.owedAt) }
+
+// unsettled notes entries left pending: they are read again after a
+// backoff.
+func (s *streamState) unsettled() {
+	s.owed = true
+	s.owedAt = time.Now().Add(s.owedFor.next())
 }
 
 // reader is one writer's view of the streams.
@@ -41,7 +56,7 @@ const streamRetryMax = time.Second
 func (r *reader) stream(id int64) *streamState {
 	s, ok := r.streams[id]
 	if !ok {
-		s = &streamState{wait: backoff{max: streamRetryMax}}
+		s = &streamState{wait: backoff{max: streamRetryMax}, owedFor: backoff{max: streamRetryMax}}
 		r.streams[id] = s
 	}
 	return s
@@ -103,13 +118,16 @@ func (w *Writers) took(r *reader, res streamRead) {
 		if len(res.msgs) == 0 {
 			if res.history {
 				st.owed = false
+				st.owedFor.reset()
 			}
 			return
 		}
-		// After a history read, read it again: there may be more than a
-		// batch, and none is left only when it comes back empty.
-		if !w.handle(r.consumer, res.item, res.msgs) || res.history {
-			st.owed = true
+		if !w.handle(r.consumer, res.item, res.msgs) {
+			st.unsettled()
+		} else if res.history {
+			// Read it again at once: there may be more than a batch,
+			// and none is left only when it comes back empty.
+			st.owedAt = time.Time{}
 		}
 	case isNoGroup(res.err):
 		// Its pending entries went with the group: none is owed.
@@ -147,20 +165,22 @@ func (w *Writers) polls(items []int64) bool { return w.oneStreamPerRead && len(i
 // over every stream, or, when it polls, one XREADGROUP per stream in a
 // pipeline, each with its own result.
 func (w *Writers) read(ctx context.Context, r *reader, items []int64) []streamRead {
-	from := func(id int64) string {
-		if r.stream(id).owed {
-			return "0"
+	now := time.Now()
+	out := make([]streamRead, len(items))
+	ids := make([]string, len(items)) // where each stream is read from
+	for i, id := range items {
+		out[i] = streamRead{item: id, history: r.stream(id).history(now)}
+		ids[i] = ">"
+		if out[i].history {
+			ids[i] = "0"
 		}
-		return ">"
 	}
 	if !w.polls(items) {
 		streams := make([]string, 0, 2*len(items))
 		for _, id := range items {
 			streams = append(streams, w.keys.Stream(id))
 		}
-		for _, id := range items {
-			streams = append(streams, from(id))
-		}
+		streams = append(streams, ids...)
 		res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: r.consumer,
 			Streams: streams, Count: int64(w.cfg.Batch), Block: w.cfg.Block}).Result()
 		got := make(map[string][]redis.XMessage, len(res))
@@ -168,9 +188,8 @@ func (w *Writers) read(ctx context.Context, r *reader, items []int64) []streamRe
 			got[st.Stream] = st.Messages
 		}
 		// One command: its error is every stream's.
-		out := make([]streamRead, len(items))
 		for i, id := range items {
-			out[i] = streamRead{item: id, msgs: got[w.keys.Stream(id)], err: err, history: from(id) == "0"}
+			out[i].msgs, out[i].err = got[w.keys.Stream(id)], err
 		}
 		return out
 	}
@@ -178,14 +197,13 @@ func (w *Writers) read(ctx context.Context, r *reader, items []int64) []streamRe
 	_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range items {
 			cmds[i] = p.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: r.consumer,
-				Streams: []string{w.keys.Stream(id), from(id)}, Count: int64(w.cfg.Batch), Block: -1})
+				Streams: []string{w.keys.Stream(id), ids[i]}, Count: int64(w.cfg.Batch), Block: -1})
 		}
 		return nil
 	}) // each command carries its own error
-	out := make([]streamRead, len(items))
 	for i, cmd := range cmds {
 		res, err := cmd.Result()
-		out[i] = streamRead{item: items[i], err: err, history: from(items[i]) == "0"}
+		out[i].err = err
 		for _, st := range res {
 			out[i].msgs = append(out[i].msgs, st.Messages...)
 		}
