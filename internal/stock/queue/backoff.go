@@ -1,11 +1,15 @@
 package queue
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
-// backoff doubles from 50ms to 5s.
+// backoff doubles from 50ms to max (0: 5s).
 type backoff struct {
 	n    int
 	d    time.Duration
+	max  time.Duration
 	last time.Time // last time every() said yes
 }
 
@@ -19,7 +23,7 @@ func (b *backoff) next() time.Duration {
 	if b.d == 0 {
 		b.d = b.first()
 	} else {
-		b.d = min(2*b.d, 5*time.Second)
+		b.d = min(2*b.d, cmp.Or(b.max, 5*time.Second))
 	}
 	return b.d
 }

@@ -52,7 +52,7 @@ func (w *Writers) claimStream(consumer string, itemID int64) {
 		cancel()
 		if err != nil {
 			if isNoGroup(err) {
-				w.regroup()
+				w.regroup(itemID)
 			} else if !errors.Is(err, redis.Nil) {
 				w.log.Warn("lua-async writers: cannot claim idle entries", "item", itemID, "err", err)
 			}

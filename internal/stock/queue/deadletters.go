@@ -2,26 +2,30 @@ package queue
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 )
 
 // deadLetter moves entries to the item's dead-letter stream with the reason,
 // and acknowledges them, in one MULTI. Their pending markers stay: the
 // orders were admitted and are not written; an admin requeues them once
-// the cause is fixed.
-func (w *Writers) deadLetter(itemID int64, msgs []redis.XMessage, reason string) {
+// the cause is fixed. It tries for ackPatience (see ack) and reports
+// whether they moved; if not, they stay pending and come back.
+func (w *Writers) deadLetter(itemID int64, msgs []redis.XMessage, reason string) bool {
 	stream, dead := w.keys.Stream(itemID), w.keys.Dead(itemID)
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	wait := newBackoff()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err := w.patiently(func(ctx context.Context) error {
 		_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			for _, m := range msgs {
 				vals := map[string]any{FieldDeadEntry: m.ID, FieldDeadReason: reason, FieldDeadAt: now}
@@ -34,16 +38,81 @@ func (w *Writers) deadLetter(itemID int64, msgs []redis.XMessage, reason string)
 			p.XDel(ctx, stream, ids...)
 			return nil
 		})
-		cancel()
-		if err == nil {
-			break
-		}
-		if !w.sleep(wait.next()) {
-			return
-		}
+		return err
+	})
+	if err != nil {
+		w.log.Warn("lua-async writers: entries not moved to the dead-letter stream; left pending", "item", itemID,
+			"entries", len(msgs), "err", err)
+		return false
 	}
 	w.log.Error("lua-async: entries moved to the dead-letter stream", "item", itemID, "entries", len(msgs), "reason", reason, "stream", dead)
 	if o := w.cfg.Observer; o != nil {
 		o.DeadLettered(len(msgs))
 	}
+	return true
+}
+
+// DeadLetters lists up to limit entries of an item's dead-letter stream.
+func (q *Queue) DeadLetters(ctx context.Context, id int64, limit int64) ([]stock.DeadLetter, error) {
+	if _, err := q.store.Item(ctx, id); err != nil {
+		return nil, err
+	}
+	msgs, err := q.rdb.XRangeN(ctx, q.keys.Dead(id), "-", "+", limit).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, gate.Error("read dead letters", err)
+	}
+	out := make([]stock.DeadLetter, 0, len(msgs))
+	for _, m := range msgs {
+		str := func(k string) string { v, _ := m.Values[k].(string); return v }
+		d := stock.DeadLetter{Entry: m.ID, Reason: str(FieldDeadReason),
+			Order: stock.Order{ID: str(FieldOrder), ItemID: id, UserID: str(FieldUser), Status: stock.StatusPending}}
+		if ms, err := strconv.ParseInt(str(FieldDeadAt), 10, 64); err == nil {
+			d.At = time.UnixMilli(ms).UTC()
+		}
+		if ms, err := strconv.ParseInt(str(FieldTime), 10, 64); err == nil {
+			d.Order.CreatedAt = time.UnixMilli(ms).UTC()
+			d.Order.UpdatedAt = d.Order.CreatedAt
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Requeue moves every entry of an item's dead-letter stream back
+// to its order stream (with a fresh delivery count), once the cause is
+// fixed, and returns how many moved. Each move is atomic. Entries that are
+// no order at all (no order id or user) stay, and are logged.
+func (q *Queue) Requeue(ctx context.Context, id int64) (int, error) {
+	if _, err := q.store.Item(ctx, id); err != nil {
+		return 0, err
+	}
+	const page = 1000
+	keys := []string{q.keys.Dead(id), q.keys.Stream(id)}
+	moved, kept := 0, 0
+	for start := "-"; ; {
+		reply, err := requeueScript.Run(ctx, q.rdb, keys, page, start).Slice()
+		if err != nil {
+			return moved, gate.Error("requeue dead letters", err)
+		}
+		_, res, err := gate.Reply(reply)
+		if err != nil {
+			return moved, err
+		}
+		if len(res) != 3 {
+			return moved, fmt.Errorf("redis: requeue dead letters: unexpected reply %v", res)
+		}
+		m, _ := res[0].(int64)
+		k, _ := res[1].(int64)
+		last, _ := res[2].(string)
+		moved, kept = moved+int(m), kept+int(k)
+		if last == "" || m+k < page {
+			break
+		}
+		start = "(" + last
+	}
+	if kept > 0 {
+		q.log.WarnContext(ctx, "lua-async: dead letters without an order id or user left in the dead-letter stream",
+			"item", id, "kept", kept, "stream", q.keys.Dead(id))
+	}
+	return moved, nil
 }

@@ -175,7 +175,7 @@ func (w *Writers) deadConsumers(items []int64) ([]heldBy, error) {
 		res, cerr := c.Result()
 		if cerr != nil {
 			if isNoGroup(cerr) {
-				w.regroup()
+				w.regroup(items[i])
 			}
 			continue
 		}
@@ -223,7 +223,7 @@ func (w *Writers) takeOver(taker string, itemID int64, dead string) {
 	cancel()
 	if err != nil {
 		if isNoGroup(err) {
-			w.regroup()
+			w.regroup(itemID)
 		} else if !errors.Is(err, redis.Nil) {
 			w.log.Warn("lua-async writers: cannot take over a stopped writer's entries", "item", itemID, "writer", dead, "err", err)
 		}
