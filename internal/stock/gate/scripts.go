@@ -20,10 +20,8 @@ var (
 	reserveSrc string
 	//go:embed lua/handback.lua
 	handBackSrc string
-	//go:embed lua/build.lua
-	buildSrc string
-	//go:embed lua/buildbuyers.lua
-	buildBuyersSrc string
+	//go:embed lua/rebuild.lua
+	rebuildSrc string
 	//go:embed lua/setstock.lua
 	setStockSrc string
 	//go:embed lua/release.lua
@@ -39,17 +37,16 @@ var (
 	//go:embed lua/adjust.lua
 	adjustSrc string
 
-	reserveScript     = redis.NewScript(admitSrc + reserveSrc)
-	handBackScript    = redis.NewScript(handBackSrc)
-	buildScript       = redis.NewScript(buildSrc)
-	buildBuyersScript = redis.NewScript(buildBuyersSrc)
-	setStockScript    = redis.NewScript(setStockSrc)
-	releaseScript     = redis.NewScript(releaseSrc)
-	repairScript      = redis.NewScript(repairSrc)
-	restockScript     = redis.NewScript(restockSrc)
-	moveOutScript     = redis.NewScript(moveOutSrc)
-	moveInScript      = redis.NewScript(moveInSrc)
-	adjustScript      = redis.NewScript(adjustSrc)
+	reserveScript  = redis.NewScript(admitSrc + reserveSrc)
+	handBackScript = redis.NewScript(handBackSrc)
+	rebuildScript  = redis.NewScript(rebuildSrc)
+	setStockScript = redis.NewScript(setStockSrc)
+	releaseScript  = redis.NewScript(releaseSrc)
+	repairScript   = redis.NewScript(repairSrc)
+	restockScript  = redis.NewScript(restockSrc)
+	moveOutScript  = redis.NewScript(moveOutSrc)
+	moveInScript   = redis.NewScript(moveInSrc)
+	adjustScript   = redis.NewScript(adjustSrc)
 )
 
 // ReserveScript is the reserve script, for tests that catch it in flight.

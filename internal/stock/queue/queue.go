@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/gate"
@@ -43,7 +42,7 @@ type Queue struct {
 	// (outside the item's slot) is set apart from the enqueue script.
 	cluster bool
 
-	building singleflight.Group // one gate build per item at a time
+	building gate.Builds // one gate build per item at a time here
 }
 
 // New checks cfg, starts the durability watch and the writers. Close stops
@@ -80,6 +79,7 @@ func New(st *store.Store, rdb redis.UniversalClient, gt *gate.Gate, pipe *gate.P
 // Close stops the writers (after their current batch: what is still
 // queued stays in Redis for other writers) and the durability watch.
 func (q *Queue) Close() {
+	q.building.Close()
 	q.writers.Close()
 	q.fsync.close()
 }
@@ -265,10 +265,9 @@ func parseMarker(id, v string) (*stock.Order, error) {
 // missing. Rebuilders in other processes wait for the row lock, then find
 // the gate built.
 func (q *Queue) BuildGate(ctx context.Context, id int64) error {
-	_, err, _ := q.building.Do(strconv.FormatInt(id, 10), func() (any, error) {
-		return nil, q.store.WithItemLocked(ctx, id, q.buildLocked)
+	return q.building.Do(ctx, id, func(ctx context.Context) error {
+		return q.store.WithItemLocked(ctx, id, q.buildLocked)
 	})
-	return err
 }
 
 func (q *Queue) buildLocked(ctx context.Context, locked *store.LockedItem) error {
@@ -294,28 +293,23 @@ func (q *Queue) buildLocked(ctx context.Context, locked *store.LockedItem) error
 	if err != nil {
 		return err
 	}
-	buyers := snap.Users
-	taken := snap.Item.Sold
+	queued := map[string]string{}
 	for _, m := range inFlight {
 		e, err := ParseEntry(id, m)
 		if err != nil || snap.Done[e.ID] {
 			continue
 		}
-		if _, held := buyers[e.UserID]; held {
-			continue // will fail as already_purchased; takes no unit
+		if _, held := queued[e.UserID]; !held {
+			queued[e.UserID] = e.ID // a second entry of a user fails as already_purchased
 		}
-		buyers[e.UserID] = e.ID
-		taken++
 	}
 	it := snap.Item
-	created, err := q.gate.BuildWithBuyers(ctx, it, taken, epoch, buyers, snap.Cancelled)
-	if err != nil {
+	if _, err := q.gate.Rebuild(ctx, gate.Rebuild{Item: it, Buyers: snap.Users, Done: snap.Done,
+		Cancelled: snap.Cancelled, Queued: queued, Epoch: epoch}); err != nil {
 		return err
 	}
-	if created {
-		q.log.WarnContext(ctx, "lua-async gate rebuilt from the database and the stream", "item", id,
-			"stock", it.Stock, "sold", it.Sold, "queued", taken-it.Sold, "buyers", len(buyers), "queue_epoch", epoch)
-	}
+	q.log.WarnContext(ctx, "lua-async gate rebuilt from the database and the stream", "item", id,
+		"stock", it.Stock, "sold", it.Sold, "queued", len(queued), "buyers", len(snap.Users), "queue_epoch", epoch)
 	return nil
 }
 
