@@ -25,8 +25,8 @@ import (
 // Cost: the buyers are staged in slices of stageSlice fields, stageDepth
 // slices a round trip, then each bucket is installed by one script
 // (rebuild.lua) whose RENAME is O(1). BenchmarkRebuild measures it; see
-// docs/DESIGN.md for the figure for a million buyers. While it runs no
-// bucket of the item has a meta, so every script answers "missing" and
+// docs/DESIGN.md for the figure for a million buyers. Until a bucket is
+// installed it has no meta, so every script on it answers "missing" and
 // its caller waits for the rebuild (Builds), or answers 503 when its own
 // deadline comes first: never an answer from a half-built gate.
 
