@@ -33,7 +33,7 @@ type bucketState struct {
 	stock, taken       int64
 	soldOut            bool     // marked sold out by the database at this stock
 	version            string   // moves and built: changes whenever units come in
-	out                []string // pending moves: "id to units unix-ms"
+	out                []string // pending moves: "id to units unix-ms [built]"
 	stockRaw, takenRaw string
 	movesRaw, builtRaw string
 }
@@ -174,10 +174,10 @@ func (g *Gate) StartMove(ctx context.Context, from Bucket, to int, at time.Time)
 	return moveOutScript.Run(ctx, g.rdb, []string{keys.Meta, keys.Out}, randomHex(8), to, at.UnixMilli()).Err()
 }
 
-// parseMove reads a pending move "id to units unix-ms".
+// parseMove reads a pending move "id to units unix-ms [built]".
 func parseMove(rec string) (id string, units int64, to int, at time.Time) {
 	f := strings.Fields(rec)
-	if len(f) != 4 {
+	if len(f) != 4 && len(f) != 5 {
 		return "", 0, -1, time.Time{}
 	}
 	t, err1 := strconv.Atoi(f[1])
@@ -190,19 +190,28 @@ func parseMove(rec string) (id string, units int64, to int, at time.Time) {
 }
 
 // finishMove applies a pending move of from's to its receiver (once, by
-// the move's id) and then deletes its record.
+// the move's id, and only in the gate build it began in) and then deletes
+// its record.
 func (g *Gate) finishMove(ctx context.Context, from Bucket, rec string) error {
 	id, units, to, _ := parseMove(rec)
 	if to < 0 || to >= from.K {
 		return fmt.Errorf("redis: item %d bucket %d: malformed move record %q", from.Item, from.B, rec)
 	}
+	built := ""
+	if f := strings.Fields(rec); len(f) == 5 {
+		built = f[4]
+	}
 	into := g.keys.Bucket(Bucket{Item: from.Item, B: to, K: from.K})
-	status, err := runStatus(ctx, g.rdb, moveInScript, "move units in", []string{into.Meta, into.In}, id, units)
+	status, err := runStatus(ctx, g.rdb, moveInScript, "move units in", []string{into.Meta, into.In}, id, units, built)
 	if err != nil {
 		return err
 	}
-	if status == "missing" {
+	switch status {
+	case "missing":
 		return fmt.Errorf("item %d bucket %d: %w", from.Item, to, ErrMissing)
+	case "stale":
+		g.log.WarnContext(ctx, "a move begun before the item's gate was rebuilt was dropped (the rebuild counted its units)",
+			"item", from.Item, "from", from.B, "to", to, "units", units)
 	}
 	if err := g.rdb.HDel(ctx, g.keys.Bucket(from).Out, id).Err(); err != nil {
 		return Error("finish move", err)

@@ -44,9 +44,9 @@ if redis.call('EXISTS', new_released) == 1 then
 else
   redis.call('DEL', released)
 end
--- Moves under way are dropped: the snapshot counts their units. The ids
--- of the moves received stay, so a finisher that read a record before this
--- and applies it again finds it applied.
+-- Moves under way are dropped: the snapshot counts their units. A mover
+-- that holds a record across this finds the build changed (movein.lua),
+-- and the ids of the moves received stay, so none applies again.
 redis.call('DEL', moves_out)
 redis.call('DEL', meta)
 redis.call('HSET', meta, 'stock', stock, 'taken', taken, 'starts', starts, 'ends', ends,
