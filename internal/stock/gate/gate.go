@@ -149,64 +149,6 @@ func (g *Gate) HandBack(ctx context.Context, bk Bucket, userID, orderID, soldOut
 	return status == "released", nil
 }
 
-// Build creates the item's gate, unless it exists, from a database
-// snapshot: the item's stock, sold and sale window, and the ids of its
-// cancelled orders (sold left them out: they count as released). It
-// reports whether this call created it.
-func (g *Gate) Build(ctx context.Context, it *stock.Item, cancelled []string) (bool, error) {
-	args := make([]any, 0, 4+len(cancelled))
-	args = append(args, it.Stock, it.Sold, unixMilli(it.StartsAt), unixMilli(it.EndsAt))
-	for _, o := range cancelled {
-		args = append(args, o)
-	}
-	status, err := runStatus(ctx, g.rdb, buildScript, "build gate", []string{g.keys.Meta(it.ID), g.keys.Released(it.ID)}, args...)
-	return status == "built", err
-}
-
-// BuildWithBuyers creates a lua-async item's gate, unless it exists, with
-// taken units, the buyers (user -> order id) and the queue epoch the
-// enqueue script stamps on its entries; cancelled as for Build. It reports
-// whether this call created it.
-func (g *Gate) BuildWithBuyers(ctx context.Context, it *stock.Item, taken, epoch int64, buyers map[string]string, cancelled []string) (bool, error) {
-	// The buyers go to a temporary hash first, in slices (there may be
-	// many), which the script renames into place.
-	tmp := g.keys.Item(it.ID) + ":rebuild:" + randomHex(6)
-	fields := make([]any, 0, 2*1000)
-	flush := func() error {
-		if len(fields) == 0 {
-			return nil
-		}
-		_, err := g.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, tmp, fields...)
-			p.Expire(ctx, tmp, time.Minute)
-			return nil
-		})
-		fields = fields[:0]
-		if err != nil {
-			return Error("write rebuilt buyers", err)
-		}
-		return nil
-	}
-	for u, o := range buyers {
-		fields = append(fields, u, o)
-		if len(fields) == cap(fields) {
-			if err := flush(); err != nil {
-				return false, err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return false, err
-	}
-	args := []any{it.Stock, taken, unixMilli(it.StartsAt), unixMilli(it.EndsAt), epoch}
-	for _, oid := range cancelled {
-		args = append(args, oid)
-	}
-	status, err := runStatus(ctx, g.rdb, buildBuyersScript, "install rebuilt gate",
-		[]string{g.keys.Meta(it.ID), g.keys.Buyers(it.ID), tmp, g.keys.Released(it.ID)}, args...)
-	return status == "built", err
-}
-
 // SetStockResult is what SetStock did.
 type SetStockResult int
 

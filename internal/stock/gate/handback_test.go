@@ -53,12 +53,7 @@ func TestHandBackAndReleaseReturnAUnitOnce(t *testing.T) {
 				t.Run(fmt.Sprintf("buckets=%d/%s", k, o.name), func(t *testing.T) {
 					id++
 					it := &stock.Item{ID: id, Stock: units, Buckets: k}
-					if k > 1 {
-						err = g.BuildBuckets(ctx, it, nil, nil, nil)
-					} else {
-						_, err = g.Build(ctx, it, nil)
-					}
-					if err != nil {
+					if _, err := g.Rebuild(ctx, Rebuild{Item: it}); err != nil {
 						t.Fatal(err)
 					}
 					user, order := "u0", "o0"
@@ -107,7 +102,7 @@ func TestHandBackCutShortIsFinishedByTheNext(t *testing.T) {
 		for cut := 1; cut <= 2; cut++ { // after the check in the home bucket; after the release too
 			t.Run(fmt.Sprintf("after step %d", cut), func(t *testing.T) {
 				id := int64(cut)
-				if err := g.BuildBuckets(ctx, &stock.Item{ID: id, Stock: units, Buckets: k}, nil, nil, nil); err != nil {
+				if _, err := g.Rebuild(ctx, Rebuild{Item: &stock.Item{ID: id, Stock: units, Buckets: k}}); err != nil {
 					t.Fatal(err)
 				}
 				user, order := "u0", "o0"

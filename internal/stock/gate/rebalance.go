@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/internal/stock"
 )
 
 // The gate of an item with several buckets. A buyer reserves in the home
@@ -35,7 +33,7 @@ type bucketState struct {
 	stock, taken       int64
 	soldOut            bool     // marked sold out by the database at this stock
 	version            string   // moves and built: changes whenever units come in
-	out                []string // pending moves: "id to units unix-ms"
+	out                []string // pending moves: "id to units unix-ms [built]"
 	stockRaw, takenRaw string
 	movesRaw, builtRaw string
 }
@@ -176,10 +174,10 @@ func (g *Gate) StartMove(ctx context.Context, from Bucket, to int, at time.Time)
 	return moveOutScript.Run(ctx, g.rdb, []string{keys.Meta, keys.Out}, randomHex(8), to, at.UnixMilli()).Err()
 }
 
-// parseMove reads a pending move "id to units unix-ms".
+// parseMove reads a pending move "id to units unix-ms [built]".
 func parseMove(rec string) (id string, units int64, to int, at time.Time) {
 	f := strings.Fields(rec)
-	if len(f) != 4 {
+	if len(f) != 4 && len(f) != 5 {
 		return "", 0, -1, time.Time{}
 	}
 	t, err1 := strconv.Atoi(f[1])
@@ -192,19 +190,28 @@ func parseMove(rec string) (id string, units int64, to int, at time.Time) {
 }
 
 // finishMove applies a pending move of from's to its receiver (once, by
-// the move's id) and then deletes its record.
+// the move's id, and only in the gate build it began in) and then deletes
+// its record.
 func (g *Gate) finishMove(ctx context.Context, from Bucket, rec string) error {
 	id, units, to, _ := parseMove(rec)
 	if to < 0 || to >= from.K {
 		return fmt.Errorf("redis: item %d bucket %d: malformed move record %q", from.Item, from.B, rec)
 	}
+	built := ""
+	if f := strings.Fields(rec); len(f) == 5 {
+		built = f[4]
+	}
 	into := g.keys.Bucket(Bucket{Item: from.Item, B: to, K: from.K})
-	status, err := runStatus(ctx, g.rdb, moveInScript, "move units in", []string{into.Meta, into.In}, id, units)
+	status, err := runStatus(ctx, g.rdb, moveInScript, "move units in", []string{into.Meta, into.In}, id, units, built)
 	if err != nil {
 		return err
 	}
-	if status == "missing" {
+	switch status {
+	case "missing":
 		return fmt.Errorf("item %d bucket %d: %w", from.Item, to, ErrMissing)
+	case "stale":
+		g.log.WarnContext(ctx, "a move begun before the item's gate was rebuilt was dropped (the rebuild counted its units)",
+			"item", from.Item, "from", from.B, "to", to, "units", units)
 	}
 	if err := g.rdb.HDel(ctx, g.keys.Bucket(from).Out, id).Err(); err != nil {
 		return Error("finish move", err)
@@ -306,90 +313,6 @@ func (g *Gate) ExistsAll(ctx context.Context, itemID int64, k int) (bool, error)
 		}
 	}
 	return true, nil
-}
-
-// BuildBuckets rebuilds every bucket of an item with several buckets from
-// a database snapshot, replacing what is there: the buyers (user -> order
-// id of every order row, the cancelled orders' users included: they hold
-// their one order) each in its home bucket, each cancelled order in its
-// release bucket's released set, the stock spread evenly over the buckets
-// (the remainder to the first) and the free units likewise. Reservations
-// that the buckets still in Redis hold for orders not in the database
-// (done: the orders the snapshot has) are in flight: they are kept, and
-// count as taken, so their writes and hand-backs stay exact. Moves under
-// way are dropped (the snapshot counts their units). The caller holds the
-// item's row lock in the database, so no order commits and no other
-// rebuild runs meanwhile.
-func (g *Gate) BuildBuckets(ctx context.Context, it *stock.Item, buyers map[string]string, done map[string]bool, cancelled []string) error {
-	k := it.Buckets
-	bks := AllBuckets(it.ID, k)
-	// First the metas, so every script finds the item missing (and its
-	// caller waits for this rebuild) until the new metas are in: no
-	// reservation starts meanwhile.
-	for _, bk := range bks {
-		if err := g.rdb.Del(ctx, g.keys.Bucket(bk).Meta).Err(); err != nil {
-			return Error("rebuild: clear bucket", err)
-		}
-	}
-	homes := make([][]any, k)
-	inFlight := int64(0)
-	for b, bk := range bks {
-		keys := g.keys.Bucket(bk)
-		held, err := g.rdb.HGetAll(ctx, keys.Buyers).Result()
-		if err != nil {
-			return Error("rebuild: read buyers", err)
-		}
-		for u, o := range held {
-			if done[o] || buyers[u] != "" {
-				continue
-			}
-			// A hand-back marks its attempt void before it looks for it:
-			// one that ran already is not kept.
-			if n, err := g.rdb.Exists(ctx, keys.void(o)).Result(); err != nil {
-				return Error("rebuild: read buyers", err)
-			} else if n == 1 {
-				continue
-			}
-			homes[b] = append(homes[b], u, o)
-			inFlight++
-		}
-		if err := g.rdb.Del(ctx, keys.Buyers, keys.Released, keys.Out, keys.In).Err(); err != nil {
-			return Error("rebuild: clear bucket", err)
-		}
-	}
-	for u, o := range buyers {
-		b := HomeBucket(it.ID, k, u).B
-		homes[b] = append(homes[b], u, o)
-	}
-	released := make([][]any, k)
-	for _, o := range cancelled {
-		b := ReleaseBucket(it.ID, k, o).B
-		released[b] = append(released[b], o)
-	}
-	for b, bk := range bks {
-		keys := g.keys.Bucket(bk)
-		for i := 0; i < len(homes[b]); i += 2000 {
-			if err := g.rdb.HSet(ctx, keys.Buyers, homes[b][i:min(i+2000, len(homes[b]))]...).Err(); err != nil {
-				return Error("rebuild: write buyers", err)
-			}
-		}
-		for i := 0; i < len(released[b]); i += 1000 {
-			if err := g.rdb.SAdd(ctx, keys.Released, released[b][i:min(i+1000, len(released[b]))]...).Err(); err != nil {
-				return Error("rebuild: write released", err)
-			}
-		}
-	}
-	built := randomHex(6)
-	free := max(0, it.Stock-it.Sold-inFlight)
-	for b, bk := range bks {
-		st := share(it.Stock, k, b)
-		err := g.rdb.HSet(ctx, g.keys.Bucket(bk).Meta, "stock", st, "taken", st-share(free, k, b),
-			"starts", unixMilli(it.StartsAt), "ends", unixMilli(it.EndsAt), "soldout", "", "built", built).Err()
-		if err != nil {
-			return Error("rebuild: write bucket", err)
-		}
-	}
-	return nil
 }
 
 // share is bucket b's part of n units over k buckets: n/k, and one more

@@ -24,10 +24,8 @@ var (
 	handBackHomeSrc string
 	//go:embed lua/dropbuyer.lua
 	dropBuyerSrc string
-	//go:embed lua/build.lua
-	buildSrc string
-	//go:embed lua/buildbuyers.lua
-	buildBuyersSrc string
+	//go:embed lua/rebuild.lua
+	rebuildSrc string
 	//go:embed lua/setstock.lua
 	setStockSrc string
 	//go:embed lua/release.lua
@@ -45,8 +43,7 @@ var (
 	handBackScript     = redis.NewScript(handBackSrc)
 	handBackHomeScript = redis.NewScript(handBackHomeSrc)
 	dropBuyerScript    = redis.NewScript(dropBuyerSrc)
-	buildScript        = redis.NewScript(buildSrc)
-	buildBuyersScript  = redis.NewScript(buildBuyersSrc)
+	rebuildScript      = redis.NewScript(rebuildSrc)
 	setStockScript     = redis.NewScript(setStockSrc)
 	releaseScript      = redis.NewScript(releaseSrc)
 	repairScript       = redis.NewScript(repairSrc)

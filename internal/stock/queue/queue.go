@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/gate"
@@ -38,7 +37,7 @@ type Queue struct {
 	// (outside the item's slot) is set apart from the enqueue script.
 	cluster bool
 
-	building singleflight.Group // one gate build per item at a time
+	building gate.Builds // one gate build per item at a time here
 }
 
 // New checks cfg, starts the durability watch and the writers. Close stops
@@ -75,6 +74,7 @@ func New(st *store.Store, rdb redis.UniversalClient, gt *gate.Gate, pipe *gate.P
 // Close stops the writers (after their current batch: what is still
 // queued stays in Redis for other writers) and the durability watch.
 func (q *Queue) Close() {
+	q.building.Close()
 	q.writers.Close()
 	q.fsync.close()
 }

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -27,10 +26,9 @@ import (
 // missing. Rebuilders in other processes wait for the row lock, then find
 // the gate built.
 func (q *Queue) BuildGate(ctx context.Context, id int64) error {
-	_, err, _ := q.building.Do(strconv.FormatInt(id, 10), func() (any, error) {
-		return nil, q.store.WithItemLocked(ctx, id, q.buildLocked)
+	return q.building.Do(ctx, id, func(ctx context.Context) error {
+		return q.store.WithItemLocked(ctx, id, q.buildLocked)
 	})
-	return err
 }
 
 func (q *Queue) buildLocked(ctx context.Context, locked *store.LockedItem) error {
@@ -56,27 +54,22 @@ func (q *Queue) buildLocked(ctx context.Context, locked *store.LockedItem) error
 	if err != nil {
 		return err
 	}
-	buyers := snap.Users
-	taken := snap.Item.Sold
+	queued := map[string]string{}
 	for _, m := range inFlight {
 		e, err := ParseEntry(id, m)
 		if err != nil || snap.Done[e.ID] {
 			continue
 		}
-		if _, held := buyers[e.UserID]; held {
-			continue // will fail as already_purchased; takes no unit
+		if _, held := queued[e.UserID]; !held {
+			queued[e.UserID] = e.ID // a second entry of a user fails as already_purchased
 		}
-		buyers[e.UserID] = e.ID
-		taken++
 	}
 	it := snap.Item
-	created, err := q.gate.BuildWithBuyers(ctx, it, taken, epoch, buyers, snap.Cancelled)
-	if err != nil {
+	if _, err := q.gate.Rebuild(ctx, gate.Rebuild{Item: it, Buyers: snap.Users, Done: snap.Done,
+		Cancelled: snap.Cancelled, Queued: queued, Epoch: epoch}); err != nil {
 		return err
 	}
-	if created {
-		q.log.WarnContext(ctx, "lua-async gate rebuilt from the database and the stream", "item", id,
-			"stock", it.Stock, "sold", it.Sold, "queued", taken-it.Sold, "buyers", len(buyers), "queue_epoch", epoch)
-	}
+	q.log.WarnContext(ctx, "lua-async gate rebuilt from the database and the stream", "item", id,
+		"stock", it.Stock, "sold", it.Sold, "queued", len(queued), "buyers", len(snap.Users), "queue_epoch", epoch)
 	return nil
 }

@@ -71,7 +71,7 @@ func newTestServiceOn(t *testing.T, b testenv.Backend, st *store.Store, cfg Conf
 var testDBs sync.Map // *store.Store -> *sql.DB
 
 // newTestStore opens a Store on b's database with opts.
-func newTestStore(t *testing.T, b testenv.Backend, opts *store.Options) *store.Store {
+func newTestStore(t testing.TB, b testenv.Backend, opts *store.Options) *store.Store {
 	t.Helper()
 	db := b.DB(t)
 	st, err := store.New(db, opts)

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/gate"
@@ -35,7 +33,7 @@ type luaBuyer struct {
 	// orphanWindow).
 	orphanAfter time.Duration
 
-	building singleflight.Group // one rebuild of an item's buckets at a time here
+	building gate.Builds // one rebuild of an item's gate at a time here
 
 	// Hand-backs that failed (Redis down), and writes whose outcome is
 	// unknown, are settled in the background by goroutines that Close stops
@@ -138,55 +136,30 @@ func (g *luaBuyer) reserve(ctx context.Context, home gate.Bucket, userID, orderI
 	return "", fmt.Errorf("item %d: its buckets kept emptying while units were moved to this buyer's; try again: %w", home.Item, stock.ErrUnavailable)
 }
 
-// buildGate creates the item's gate from the database if it is missing: at
-// creation, and after Redis lost its data. Units whose orders were in flight
-// while Redis was emptied are not counted by the gate; the database's
-// conditional UPDATE refuses any excess. Stock, sold and the cancelled
-// orders are read in one snapshot and land in Redis in one script, so each
-// cancelled order's unit is counted back exactly once: by the snapshot or
-// by its release, never both.
+// buildGate builds the item's gate from the database if any of it is
+// missing: at creation, and after Redis lost data (a bucket lost alone
+// too: what it held is not known without the others, which keep selling,
+// so the whole item is rebuilt). It holds the item's row lock: no order
+// commits meanwhile (its UPDATE waits), and a rebuilder in another process
+// waits, then finds the gate built. Reservations the gate still holds for
+// orders in flight are kept and counted (gate.Rebuild); those Redis lost
+// are lost with it (as after any Redis loss: the database's conditional
+// UPDATE refuses any excess). The rebuild runs apart from ctx, which it
+// waits for until ctx ends (gate.Builds).
 func (g *luaBuyer) buildGate(ctx context.Context, id int64) error {
-	it, cancelled, err := g.store.GateSnapshot(ctx, id)
-	if err != nil {
-		return err
-	}
-	if it.Buckets > 1 {
-		return g.buildBuckets(ctx, id)
-	}
-	created, err := g.gate.Build(ctx, it, cancelled)
-	if err != nil {
-		return err
-	}
-	if created {
-		g.log.InfoContext(ctx, "gate seeded from database", "item", id, "stock", it.Stock, "sold", it.Sold, "cancelled", len(cancelled))
-	}
-	return nil
-}
-
-// buildBuckets rebuilds every bucket of an item with several buckets from
-// the database, unless all are there: a bucket lost alone is not rebuilt
-// alone (what it held is not known without the others, which keep
-// selling), so the whole item is. It holds the item's row lock: no order
-// commits meanwhile (its UPDATE waits), and a concurrent rebuilder waits,
-// then finds every bucket there. Reservations in flight in the surviving
-// buckets are kept and counted (gate.BuildBuckets); those the lost bucket
-// held are lost with it (as after any Redis loss): the database's
-// conditional UPDATE refuses any excess.
-func (g *luaBuyer) buildBuckets(ctx context.Context, id int64) error {
-	_, err, _ := g.building.Do(strconv.FormatInt(id, 10), func() (any, error) {
-		return nil, g.store.WithItemLocked(ctx, id, func(ctx context.Context, locked *store.LockedItem) error {
-			_, err := g.rebuildBucketsLocked(ctx, locked, nil)
+	return g.building.Do(ctx, id, func(ctx context.Context) error {
+		return g.store.WithItemLocked(ctx, id, func(ctx context.Context, locked *store.LockedItem) error {
+			_, err := g.rebuildLocked(ctx, locked, nil)
 			return err
 		})
 	})
-	return err
 }
 
-// rebuildBucketsLocked rebuilds every bucket of the item whose row lock
-// is held: when one is missing, or, with seen (a reconcile's repair), when
-// the buckets' taken units and buyers are still as seen. It reports
-// whether it rebuilt them.
-func (g *luaBuyer) rebuildBucketsLocked(ctx context.Context, locked *store.LockedItem, seen *gate.BucketsView) (bool, error) {
+// rebuildLocked rebuilds the gate of the item whose row lock is held: when
+// any of it is missing, or, with seen (a reconcile's repair of an item
+// with several buckets), when its taken units, buyers and stock are still
+// as seen. It reports whether it rebuilt it.
+func (g *luaBuyer) rebuildLocked(ctx context.Context, locked *store.LockedItem, seen *gate.BucketsView) (bool, error) {
 	snap, err := locked.Buyers(ctx)
 	if err != nil {
 		return false, err
@@ -205,11 +178,15 @@ func (g *luaBuyer) rebuildBucketsLocked(ctx context.Context, locked *store.Locke
 			return false, nil
 		}
 	}
-	if err := g.gate.BuildBuckets(ctx, snap.Item, snap.Users, snap.Done, snap.Cancelled); err != nil {
+	start := time.Now()
+	kept, err := g.gate.Rebuild(ctx, gate.Rebuild{Item: snap.Item, Buyers: snap.Users, Done: snap.Done,
+		Cancelled: snap.Cancelled, KeepHeld: true, Epoch: locked.QueueEpoch})
+	if err != nil {
 		return false, err
 	}
-	g.log.InfoContext(ctx, "gate buckets rebuilt from database", "item", id, "buckets", k,
-		"stock", snap.Item.Stock, "sold", snap.Item.Sold, "cancelled", len(snap.Cancelled))
+	g.log.InfoContext(ctx, "gate rebuilt from database", "item", id, "buckets", k, "stock", snap.Item.Stock,
+		"sold", snap.Item.Sold, "buyers", len(snap.Users), "cancelled", len(snap.Cancelled), "held", kept,
+		"took", time.Since(start).Round(time.Millisecond))
 	return true, nil
 }
 
@@ -333,5 +310,6 @@ func (g *luaBuyer) handBackNow(ctx context.Context, bk gate.Bucket, userID, orde
 func (g *luaBuyer) Close() {
 	g.writer.close()
 	g.once.Do(func() { close(g.closing) })
+	g.building.Close()
 	g.retries.Wait()
 }

@@ -271,7 +271,7 @@ func (s *Service) applyRepair(ctx context.Context, r *stock.Reconciliation, plan
 			return err
 		}
 		if plan.buckets.PerBucket != nil {
-			repaired, err = s.lua.rebuildBucketsLocked(ctx, locked, &plan.buckets)
+			repaired, err = s.lua.rebuildLocked(ctx, locked, &plan.buckets)
 			return err
 		}
 		repaired, err = s.runRepair(ctx, r, plan, units)

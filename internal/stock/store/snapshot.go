@@ -10,48 +10,6 @@ import (
 	"github.com/seckill/seckill/internal/stock"
 )
 
-// GateSnapshot reads what a Redis gate is built from, in one consistent
-// snapshot (one read transaction: InnoDB's REPEATABLE READ, SQLite's
-// transaction): the item (id, stock, sold, sale window), and the ids of its
-// cancelled orders. The item's sold already excludes exactly those orders,
-// so a gate built with taken = sold counts each of them as returned; its
-// released set gets those ids, which makes a later release of one of them a
-// no-op, and a release of any order cancelled after the snapshot count once.
-func (s *Store) GateSnapshot(ctx context.Context, itemID int64) (it *stock.Item, cancelled []string, err error) {
-	err = s.inTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) error {
-		var r itemRow
-		err := tx.QueryRowContext(ctx, "SELECT id, stock, sold, buckets, starts_at, ends_at FROM items WHERE id = ?", itemID).
-			Scan(&r.ID, &r.Stock, &r.Sold, &r.Buckets, &r.StartsAt, &r.EndsAt)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
-		}
-		if err != nil {
-			return dbError("read item", err)
-		}
-		it = &stock.Item{ID: r.ID, Stock: r.Stock, Sold: r.Sold, Buckets: max(1, r.Buckets), StartsAt: utcPtr(r.StartsAt), EndsAt: utcPtr(r.EndsAt)}
-		rows, err := tx.QueryContext(ctx, "SELECT id FROM orders WHERE item_id = ? AND status = ?", itemID, stock.StatusCancelled)
-		if err != nil {
-			return dbError("list cancelled orders", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return dbError("list cancelled orders", err)
-			}
-			cancelled = append(cancelled, id)
-		}
-		if err := rows.Err(); err != nil {
-			return dbError("list cancelled orders", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return it, cancelled, nil
-}
-
 // Buyers is what the database says of an item and its buyers, read in one
 // transaction.
 type Buyers struct {

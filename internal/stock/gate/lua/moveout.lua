@@ -5,8 +5,9 @@
 -- crash before movein.lua loses nothing: whoever reads the record (a buyer
 -- that finds the item empty, the sweeper) finishes the move. A rerun of
 -- the same move id answers the record again.
--- Replies {status, record}: 'ok' with "to units unix-ms", 'empty' (no free
--- unit), 'missing' (no gate).
+-- Replies {status, record}: 'ok' with "to units unix-ms built" (built: the
+-- gate's build, see movein.lua), 'empty' (no free unit), 'missing' (no
+-- gate).
 local meta = KEYS[1]
 local out = KEYS[2]       -- move id -> "to units unix-ms", until movein.lua applied it
 local id = ARGV[1]        -- the move's id (random)
@@ -20,7 +21,7 @@ end
 if redis.call('EXISTS', meta) == 0 then
   return {'missing', ''}
 end
-local m = redis.call('HMGET', meta, 'stock', 'taken', 'soldout')
+local m = redis.call('HMGET', meta, 'stock', 'taken', 'soldout', 'built')
 -- A bucket marked sold out by the database (see handback.lua) has nothing
 -- to give.
 if m[3] == m[1] then
@@ -33,5 +34,8 @@ end
 local units = math.floor((free + 1) / 2)
 redis.call('HINCRBY', meta, 'stock', -units)
 local record = to .. ' ' .. units .. ' ' .. now
+if m[4] and m[4] ~= '' then
+  record = record .. ' ' .. m[4]
+end
 redis.call('HSET', out, id, record)
 return {'ok', record}
