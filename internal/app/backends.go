@@ -106,6 +106,14 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	p := clientSettings(timeout)
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = p.dial, p.read, p.write, p.pool
 	opt.MaxRetries, opt.Protocol, opt.PoolSize, opt.MinIdleConns = p.maxRetries, p.protocol, p.poolSize, p.minIdle
+	// A master that died refuses connections at once, but go-redis dials
+	// it 5 times, 100 ms apart, for each of the up to 4 attempts of a
+	// command (MaxRedirects 3): about 2 s before its items hear 503, and
+	// every shared pipeline waits as long (measured: 4 s with the
+	// failover). One dial an attempt fails a dead master's command in
+	// milliseconds; the next attempt dials again, and the slot map reload
+	// moves it to the promoted replica.
+	opt.DialerRetries = clusterDialAttempts
 	// go-redis learns a new slot map from MOVED or from this periodic
 	// reload (default a minute), not from a dead master's refused
 	// connections: after a failover the items of that master would answer
@@ -138,6 +146,7 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 		if err := checkEviction(ctx, c, log.With("master", addr)); err != nil {
 			return fmt.Errorf("master %s: %w", addr, err)
 		}
+		checkCoverage(ctx, c, log.With("master", addr))
 		mu.Lock()
 		masters = append(masters, addr)
 		mu.Unlock()
@@ -149,6 +158,31 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	}
 	sort.Strings(masters)
 	return rdb, nil, fmt.Sprintf("redis cluster, %d masters: %s", len(masters), strings.Join(masters, ",")), nil
+}
+
+// clusterDialAttempts is how many times a cluster node's connection is
+// dialled before the attempt fails (go-redis's DialerRetries; its default
+// is 5, 100 ms apart).
+const clusterDialAttempts = 1
+
+// checkCoverage warns about a master with cluster-require-full-coverage
+// yes, Redis's default. With it, once a master is marked failed (after
+// cluster-node-timeout) every master refuses every slot (CLUSTERDOWN)
+// until its replica is promoted, or for good if it has none: a failed
+// master stops the sale of every item, not just of its own. The service
+// needs no full coverage: an item's keys all live in its own slot (a
+// bucketed item's in each bucket's), and a lost slot's items answer 503 on
+// their own. It warns rather than refuses: availability, not safety, is at
+// stake, and a managed Redis may not let it be changed (or read: a Redis
+// that refuses CONFIG is not warned about).
+func checkCoverage(ctx context.Context, c redis.Cmdable, log *slog.Logger) {
+	res, err := c.ConfigGet(ctx, "cluster-require-full-coverage").Result()
+	if err != nil || res["cluster-require-full-coverage"] != "yes" {
+		return
+	}
+	log.WarnContext(ctx, "redis cluster-require-full-coverage is yes: while one master is down, every master refuses "+
+		"every slot (CLUSTERDOWN) until its replica takes over, so items on healthy masters answer 503 too; "+
+		"set cluster-require-full-coverage no on every node (docs/OPERATIONS.md)")
 }
 
 // clusterStateReload is how often a Redis Cluster client reloads the slot

@@ -62,7 +62,7 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, pipe: gate.NewPipeline(rdb, nil)}
+	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, pipe: gate.NewPipeline(rdb, &gate.PipelineOptions{Wait: cfg.RedisWait})}
 	s.views.clock = time.Now
 	s.gate = gate.New(rdb, keys, s.pipe, cfg.Logger)
 	s.lua = newLuaBuyer(st, s.gate, cfg.Logger)
