@@ -50,7 +50,17 @@ type Pipeline struct {
 type lane struct {
 	addr  string
 	calls chan *call
+	// downUntil (Unix nanoseconds) is set when a pipeline to the node
+	// failed without an answer (go-redis's own retries included): until
+	// then its calls fail at once instead of each paying those retries.
+	downUntil atomic.Int64
 }
+
+// laneRest is how long a lane whose node did not answer refuses its calls
+// at once. Short: the slot map reload it triggers moves the lane's slots
+// to a promoted replica's lane within moments, and a node that is back is
+// found again by the first batch after it.
+const laneRest = 100 * time.Millisecond
 
 type call struct {
 	ctx  context.Context
@@ -139,6 +149,12 @@ func (b *Pipeline) Do(ctx context.Context, build func(ctx context.Context, p red
 	ln, err := b.lane(ctx, firstKey(c.cmds[0]))
 	if err != nil {
 		return err
+	}
+	if time.Now().UnixNano() < ln.downUntil.Load() {
+		if b.cluster != nil {
+			b.cluster.ReloadState(ctx)
+		}
+		return fmt.Errorf("redis node %s did not answer just now: %w", ln.addr, stock.ErrUnavailable)
 	}
 	var expired <-chan time.Time
 	if b.wait > 0 {
@@ -250,13 +266,13 @@ func (b *Pipeline) loop(ln *lane) {
 					break collect
 				}
 			}
-			b.send(batch)
+			b.send(ln, batch)
 		}
 	}
 }
 
 // send runs one pipeline of the calls whose requests still wait.
-func (b *Pipeline) send(batch []*call) {
+func (b *Pipeline) send(ln *lane, batch []*call) {
 	pipe := b.rdb.Pipeline()
 	ctx := context.Background() // each call's answer is bounded by the client's timeouts
 	for _, c := range batch {
@@ -275,8 +291,11 @@ func (b *Pipeline) send(batch []*call) {
 		// may have failed over: the cluster client re-reads the slot map
 		// (at most every 200 ms), so a promoted replica serves within
 		// moments instead of at the next periodic reload.
-		if _, err := pipe.Exec(ctx); err != nil && b.cluster != nil && !isRedisError(err) {
-			b.cluster.ReloadState(ctx)
+		if _, err := pipe.Exec(ctx); err != nil && !isRedisError(err) {
+			ln.downUntil.Store(time.Now().Add(laneRest).UnixNano())
+			if b.cluster != nil {
+				b.cluster.ReloadState(ctx)
+			}
 		}
 	}
 	for _, c := range batch {
