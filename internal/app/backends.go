@@ -114,6 +114,10 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	// milliseconds; the next attempt dials again, and the slot map reload
 	// moves it to the promoted replica.
 	opt.DialerRetries = clusterDialAttempts
+	// Between those attempts go-redis sleeps a random 10 ms up to 10 ms
+	// doubled each time (at most 1 s): capped so a dead master's command
+	// gives up within about 100 ms in all.
+	opt.MaxRetryBackoff = clusterMaxRetryBackoff
 	// go-redis learns a new slot map from MOVED or from this periodic
 	// reload (default a minute), not from a dead master's refused
 	// connections: after a failover the items of that master would answer
@@ -164,6 +168,10 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 // dialled before the attempt fails (go-redis's DialerRetries; its default
 // is 5, 100 ms apart).
 const clusterDialAttempts = 1
+
+// clusterMaxRetryBackoff caps go-redis's sleep between the attempts of a
+// cluster command (its default is 1 s).
+const clusterMaxRetryBackoff = 32 * time.Millisecond
 
 // checkCoverage warns about a master with cluster-require-full-coverage
 // yes, Redis's default. With it, once a master is marked failed (after
