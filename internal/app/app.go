@@ -104,10 +104,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	hcfg := handler.Config{AdminToken: cfg.AdminToken, Logger: log, RequestTimeout: reqTimeout,
 		Metrics: a.metrics, SeparateAdmin: cfg.AdminAddr != "", Pprof: cfg.Pprof,
-		UserLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateUser,
-			&ratelimit.Options{FailedOpen: func() { a.metrics.RateLimitFailedOpen("user") }}),
-		IPLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateIP,
-			&ratelimit.Options{FailedOpen: func() { a.metrics.RateLimitFailedOpen("ip") }})}
+		UserLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateUser, &ratelimit.Options{Timeout: a.redisTimeout(),
+			FailedOpen: func() { a.metrics.RateLimitFailedOpen("user") }}),
+		IPLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateIP, &ratelimit.Options{Timeout: a.redisTimeout(),
+			FailedOpen: func() { a.metrics.RateLimitFailedOpen("ip") }})}
 	if cfg.UserJWTSecret != "" {
 		hcfg.UserJWTSecret = []byte(cfg.UserJWTSecret)
 	}

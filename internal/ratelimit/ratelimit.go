@@ -75,7 +75,7 @@ func Parse(s string) (Limit, error) {
 // Defaults of Options.
 const (
 	// DefaultTimeout bounds one Allow's Redis call.
-	DefaultTimeout = 100 * time.Millisecond
+	DefaultTimeout = time.Second
 	// DefaultCooldown is how long a Redis node that failed a call is not
 	// asked again.
 	DefaultCooldown = time.Second
@@ -86,7 +86,10 @@ const (
 type Options struct {
 	// Timeout bounds each Allow's Redis call. Past it, or on any Redis
 	// failure, the limit admits: it fails open. Default DefaultTimeout
-	// (100 ms).
+	// (1 s). Not much shorter than the Redis client's own timeouts: a
+	// Redis that is slow under a stampede, not down, would let the
+	// limit leak when it matters most. A node that is down refuses
+	// connections, which fails at once whatever the bound.
 	Timeout time.Duration
 	// Cooldown is how long, after a failed call, the keys that live on the
 	// same Redis node (the same master of a Redis Cluster) are admitted
