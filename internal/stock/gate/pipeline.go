@@ -54,6 +54,28 @@ type lane struct {
 	// failed without an answer (go-redis's own retries included): until
 	// then its calls fail at once instead of each paying those retries.
 	downUntil atomic.Int64
+	// sent holds, per loop, when its pipeline in flight was sent (Unix
+	// nanoseconds; 0: none). One older than Options.Wait means the node
+	// stopped answering: its calls fail at once until it answers again,
+	// instead of each waiting Wait.
+	sent []atomic.Int64
+}
+
+// down reports whether ln's node failed or stopped answering just now.
+func (b *Pipeline) down(ln *lane) bool {
+	now := time.Now().UnixNano()
+	if now < ln.downUntil.Load() {
+		return true
+	}
+	if b.wait <= 0 {
+		return false
+	}
+	for i := range ln.sent {
+		if t := ln.sent[i].Load(); t != 0 && now-t > int64(b.wait) {
+			return true
+		}
+	}
+	return false
 }
 
 // laneRest is how long a lane whose node did not answer refuses its calls
@@ -150,7 +172,7 @@ func (b *Pipeline) Do(ctx context.Context, build func(ctx context.Context, p red
 	if err != nil {
 		return err
 	}
-	if time.Now().UnixNano() < ln.downUntil.Load() {
+	if b.down(ln) {
 		if b.cluster != nil {
 			b.cluster.ReloadState(ctx)
 		}
@@ -214,11 +236,11 @@ func (b *Pipeline) lane(ctx context.Context, key string) (*lane, error) {
 	}
 	ln := b.lanes[addr]
 	if ln == nil {
-		ln = &lane{addr: addr, calls: make(chan *call, 4*b.max)}
+		ln = &lane{addr: addr, calls: make(chan *call, 4*b.max), sent: make([]atomic.Int64, b.senders)}
 		b.lanes[addr] = ln
 		for i := 0; i < b.senders; i++ {
 			b.wg.Add(1)
-			go b.loop(ln)
+			go b.loop(ln, &ln.sent[i])
 		}
 	}
 	return ln, nil
@@ -248,7 +270,7 @@ func firstKey(cmd redis.Cmder) string {
 	return ""
 }
 
-func (b *Pipeline) loop(ln *lane) {
+func (b *Pipeline) loop(ln *lane, sent *atomic.Int64) {
 	defer b.wg.Done()
 	batch := make([]*call, 0, b.max)
 	for {
@@ -266,13 +288,13 @@ func (b *Pipeline) loop(ln *lane) {
 					break collect
 				}
 			}
-			b.send(ln, batch)
+			b.send(ln, sent, batch)
 		}
 	}
 }
 
 // send runs one pipeline of the calls whose requests still wait.
-func (b *Pipeline) send(ln *lane, batch []*call) {
+func (b *Pipeline) send(ln *lane, sent *atomic.Int64, batch []*call) {
 	pipe := b.rdb.Pipeline()
 	ctx := context.Background() // each call's answer is bounded by the client's timeouts
 	for _, c := range batch {
@@ -291,7 +313,10 @@ func (b *Pipeline) send(ln *lane, batch []*call) {
 		// may have failed over: the cluster client re-reads the slot map
 		// (at most every 200 ms), so a promoted replica serves within
 		// moments instead of at the next periodic reload.
-		if _, err := pipe.Exec(ctx); err != nil && !isRedisError(err) {
+		sent.Store(time.Now().UnixNano())
+		_, err := pipe.Exec(ctx)
+		sent.Store(0)
+		if err != nil && !isRedisError(err) {
 			ln.downUntil.Store(time.Now().Add(laneRest).UnixNano())
 			if b.cluster != nil {
 				b.cluster.ReloadState(ctx)

@@ -20,7 +20,8 @@ import (
 // Pipeline at the same time, are answered as if nothing happened: the
 // Pipeline batches by node, so none of them waits in a pipeline with the
 // silent master. The silent master's own calls fail with
-// stock.ErrUnavailable once Options.Wait has passed, not after the pause.
+// stock.ErrUnavailable once Options.Wait has passed, not after the pause,
+// and once it is known silent, at once.
 func TestPipelineSilentMasterHoldsOnlyItsOwnCalls(t *testing.T) {
 	const pause, wait = 3 * time.Second, 300 * time.Millisecond
 	cluster := testenv.StartCluster(t, 3, 0)
@@ -132,6 +133,13 @@ func TestPipelineSilentMasterHoldsOnlyItsOwnCalls(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls on healthy masters answered, %d on the silent one refused", healthy, failed)
+	// The master is still silent, and known to be: its next call fails at
+	// once, not after another wait.
+	if took, err := set(silentKey); !errors.Is(err, stock.ErrUnavailable) || took >= wait {
+		t.Errorf("set %s on the silent master, known silent: %v after %v, want stock.ErrUnavailable at once (under the wait %v)",
+			silentKey, err, took, wait)
+	}
+	elapsed = time.Since(pausedAt)
 	if elapsed >= pause && !t.Failed() {
 		t.Fatalf("the calls took %v, longer than the pause: the test proves nothing", elapsed)
 	}
