@@ -118,18 +118,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	return a, nil
 }
 
-// redisTimeout is the bound on each Redis call: SECKILL_REDIS_TIMEOUT or
-// its default.
-func (a *App) redisTimeout() time.Duration {
-	switch {
-	case a.cfg.RedisTimeout > 0:
-		return a.cfg.RedisTimeout
-	case a.miniRDB != nil:
-		return DefaultEmbeddedRedisTimeout
-	}
-	return DefaultRedisTimeout
-}
-
 func randomToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)

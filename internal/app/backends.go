@@ -71,6 +71,18 @@ func openRedis(ctx context.Context, mode, url string, timeout time.Duration, log
 	return rdb, embedded, desc, nil
 }
 
+// redisTimeout is the bound on each Redis call: SECKILL_REDIS_TIMEOUT or
+// its default.
+func (a *App) redisTimeout() time.Duration {
+	switch {
+	case a.cfg.RedisTimeout > 0:
+		return a.cfg.RedisTimeout
+	case a.miniRDB != nil:
+		return DefaultEmbeddedRedisTimeout
+	}
+	return DefaultRedisTimeout
+}
+
 // clientParams are the connection settings of both modes (per node on a
 // Cluster).
 type clientParams struct {
