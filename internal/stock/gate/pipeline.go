@@ -61,8 +61,13 @@ type lane struct {
 	sent []atomic.Int64
 }
 
-// down reports whether ln's node failed or stopped answering just now.
+// down reports whether ln's node failed or stopped answering just now. On
+// one Redis it never is: there are no other nodes' calls to keep apart,
+// and a Redis that is back must answer at once.
 func (b *Pipeline) down(ln *lane) bool {
+	if b.cluster == nil {
+		return false
+	}
 	now := time.Now().UnixNano()
 	if now < ln.downUntil.Load() {
 		return true
@@ -173,9 +178,7 @@ func (b *Pipeline) Do(ctx context.Context, build func(ctx context.Context, p red
 		return err
 	}
 	if b.down(ln) {
-		if b.cluster != nil {
-			b.cluster.ReloadState(ctx)
-		}
+		b.cluster.ReloadState(ctx)
 		return fmt.Errorf("redis node %s did not answer just now: %w", ln.addr, stock.ErrUnavailable)
 	}
 	var expired <-chan time.Time
@@ -316,11 +319,9 @@ func (b *Pipeline) send(ln *lane, sent *atomic.Int64, batch []*call) {
 		sent.Store(time.Now().UnixNano())
 		_, err := pipe.Exec(ctx)
 		sent.Store(0)
-		if err != nil && !isRedisError(err) {
+		if err != nil && !isRedisError(err) && b.cluster != nil {
 			ln.downUntil.Store(time.Now().Add(laneRest).UnixNano())
-			if b.cluster != nil {
-				b.cluster.ReloadState(ctx)
-			}
+			b.cluster.ReloadState(ctx)
 		}
 	}
 	for _, c := range batch {
