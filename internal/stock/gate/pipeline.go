@@ -97,6 +97,7 @@ type call struct {
 	// it undoes or finishes what the call did, since nobody else will.
 	settle func()
 	state  atomic.Int32 // callWaiting, then callAnswered or callAbandoned
+	sent   atomic.Int64 // when its pipeline was sent (Unix nanoseconds); 0: still queued
 	done   chan struct{}
 	err    error // set when the call was not sent
 }
@@ -127,11 +128,14 @@ type PipelineOptions struct {
 	// MaxCalls is the most calls one pipeline carries. Default
 	// DefaultPipelineMaxCalls (64).
 	MaxCalls int
-	// Wait bounds how long a call waits, queued and in flight, for its
-	// answer: past it the call fails with stock.ErrUnavailable (settled
-	// as when its context ends), so a node that stopped answering costs
-	// its callers this long at most, whatever the client's retries.
-	// Default 0: only the caller's context bounds it.
+	// Wait bounds how long a call waits for its answer once sent: past it
+	// the call fails with stock.ErrUnavailable (settled as when its
+	// context ends), so a node that stopped answering costs its callers
+	// this long at most, whatever the client's retries. Time in the queue
+	// is not counted (a busy node is not a dead one; the caller's context
+	// bounds it), unless the node is known silent: a pipeline of its lane
+	// has waited longer than Wait. Default 0: only the caller's context
+	// bounds a call.
 	Wait time.Duration
 }
 
@@ -181,34 +185,55 @@ func (b *Pipeline) Do(ctx context.Context, build func(ctx context.Context, p red
 		b.cluster.ReloadState(ctx)
 		return fmt.Errorf("redis node %s did not answer just now: %w", ln.addr, stock.ErrUnavailable)
 	}
-	var expired <-chan time.Time
-	if b.wait > 0 {
-		t := time.NewTimer(b.wait)
-		defer t.Stop()
-		expired = t.C
-	}
 	select {
 	case ln.calls <- c:
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-expired:
-		return b.noAnswer(ln)
 	case <-b.stop:
 		return errShuttingDown
 	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-expired:
-		err = b.noAnswer(ln)
+	var timer *time.Timer
+	var expired <-chan time.Time
+	if b.wait > 0 {
+		timer = time.NewTimer(b.wait)
+		defer timer.Stop()
+		expired = timer.C
+	}
+wait:
+	for {
+		select {
+		case <-c.done:
+			return c.err
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		case <-expired:
+			if left := b.left(ln, c); left > 0 {
+				timer.Reset(left)
+				continue
+			}
+			err = b.noAnswer(ln)
+			break wait
+		}
 	}
 	if c.state.CompareAndSwap(callWaiting, callAbandoned) {
 		return err
 	}
 	<-c.done // answered meanwhile: the answer stands
 	return c.err
+}
+
+// left is how much longer c may wait: Wait from its sending, or, while it
+// is queued, another Wait unless its node is known silent.
+func (b *Pipeline) left(ln *lane, c *call) time.Duration {
+	sent := c.sent.Load()
+	if sent == 0 {
+		if b.down(ln) {
+			return 0
+		}
+		return b.wait
+	}
+	return time.Until(time.Unix(0, sent).Add(b.wait))
 }
 
 var errShuttingDown = fmt.Errorf("redis: shutting down: %w", stock.ErrUnavailable)
@@ -300,6 +325,7 @@ func (b *Pipeline) loop(ln *lane, sent *atomic.Int64) {
 func (b *Pipeline) send(ln *lane, sent *atomic.Int64, batch []*call) {
 	pipe := b.rdb.Pipeline()
 	ctx := context.Background() // each call's answer is bounded by the client's timeouts
+	now := time.Now().UnixNano()
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
 			c.err = err
@@ -309,6 +335,7 @@ func (b *Pipeline) send(ln *lane, sent *atomic.Int64, batch []*call) {
 			c.err = errNotSent
 			continue
 		}
+		c.sent.Store(now)
 		_ = pipe.BatchProcess(ctx, c.cmds...)
 	}
 	if pipe.Len() > 0 {
@@ -316,7 +343,7 @@ func (b *Pipeline) send(ln *lane, sent *atomic.Int64, batch []*call) {
 		// may have failed over: the cluster client re-reads the slot map
 		// (at most every 200 ms), so a promoted replica serves within
 		// moments instead of at the next periodic reload.
-		sent.Store(time.Now().UnixNano())
+		sent.Store(now)
 		_, err := pipe.Exec(ctx)
 		sent.Store(0)
 		if err != nil && !isRedisError(err) && b.cluster != nil {

@@ -144,3 +144,42 @@ func TestPipelineSilentMasterHoldsOnlyItsOwnCalls(t *testing.T) {
 		t.Fatalf("the calls took %v, longer than the pause: the test proves nothing", elapsed)
 	}
 }
+
+// A busy node is not a dead one: calls that wait in the queue behind
+// slow pipelines longer than Options.Wait, each answered within Wait once
+// sent, all succeed (an overloaded Redis answers late, not 503).
+func TestPipelineWaitCountsFromSending(t *testing.T) {
+	const wait, busy, calls = 300 * time.Millisecond, 60 * time.Millisecond, 12
+	url := testenv.PrivateRedis(t)
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	// One call at a time, each holding Redis for busy: the last waits
+	// about calls*busy in the queue, well past wait.
+	p := NewPipeline(rdb, &PipelineOptions{Senders: 1, MaxCalls: 1, Wait: wait})
+	defer p.Close()
+	spin := redis.NewScript(`local t = redis.call('TIME'); local start = t[1] * 1000000 + t[2]
+while true do t = redis.call('TIME'); if t[1] * 1000000 + t[2] - start >= tonumber(ARGV[1]) then return 1 end end`)
+	ctx := context.Background()
+	if err := spin.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	errs := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			errs <- p.RunScript(ctx, spin, nil, []string{fmt.Sprintf("busy-%d", i)}, busy.Microseconds()).Err()
+		}()
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Errorf("a call queued behind busy pipelines: %v, want its answer", err)
+		}
+	}
+	if took := time.Since(start); took < wait {
+		t.Fatalf("the calls took %v in all, under the wait %v: the test proves nothing", took, wait)
+	}
+}
