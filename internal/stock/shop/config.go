@@ -55,7 +55,7 @@ type Config struct {
 	ReplayWait time.Duration
 	// RedisWait bounds how long an order's call through the gate's
 	// pipeline (a reservation, an admission, an Idempotency-Key claim)
-	// waits for Redis: past it the order answers 503 (see
+	// waits for Redis once sent: past it the order answers 503 (see
 	// gate.PipelineOptions.Wait), so a Cluster master that stops
 	// answering fails its own items fast. Default 0: the request's
 	// deadline only.
