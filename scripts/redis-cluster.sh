@@ -2,7 +2,9 @@
 # A local Redis Cluster for development and CI: 3 masters, no replicas, on
 # loopback, with Debian's redis-server (cluster mode) and
 # `redis-cli --cluster create`. Nothing is kept on disk (--save "",
-# --appendonly no): a restart is an empty cluster.
+# --appendonly no): a restart is an empty cluster. A node that is down
+# stops only its own slots (--cluster-require-full-coverage no: the other
+# masters' items keep selling; docs/OPERATIONS.md).
 #
 #   scripts/redis-cluster.sh start    start it (idempotent: up and ok -> done)
 #   scripts/redis-cluster.sh stop     stop its nodes and remove their files
@@ -103,6 +105,7 @@ start() {
     [ "$fresh" = 0 ] || rm -f "$dir/$p/nodes.conf"
     redis-server --port "$p" --bind "$host" --dir "$dir/$p" \
       --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+      --cluster-require-full-coverage no \
       --save "" --appendonly no --daemonize yes \
       --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" ||
       die "redis-server on port $p did not start; see $dir/$p/redis.log"

@@ -89,7 +89,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	a.service, err = shop.NewService(st, a.rdb, shop.Config{
 		DefaultStrategy: stock.StrategyName(cfg.Strategy), KeyPrefix: cfg.KeyPrefix, LockWait: lockWait, Logger: log,
-		RequestTimeout: reqTimeout, WriteTimeout: dbTimeout,
+		RequestTimeout: reqTimeout, WriteTimeout: dbTimeout, RedisWait: a.redisTimeout(),
 		LockObserver: a.metrics.LockObserver(), Orders: a.metrics,
 		Queue: queue.Config{Writers: cfg.Writers, Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
 			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(os.Getenv),
@@ -104,8 +104,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	hcfg := handler.Config{AdminToken: cfg.AdminToken, Logger: log, RequestTimeout: reqTimeout,
 		Metrics: a.metrics, SeparateAdmin: cfg.AdminAddr != "", Pprof: cfg.Pprof,
-		UserLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateUser),
-		IPLimit:   ratelimit.New(a.rdb, prefix+":ratelimit:", rateIP)}
+		UserLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateUser, &ratelimit.Options{Timeout: a.redisTimeout(),
+			FailedOpen: func() { a.metrics.RateLimitFailedOpen("user") }}),
+		IPLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateIP, &ratelimit.Options{Timeout: a.redisTimeout(),
+			FailedOpen: func() { a.metrics.RateLimitFailedOpen("ip") }})}
 	if cfg.UserJWTSecret != "" {
 		hcfg.UserJWTSecret = []byte(cfg.UserJWTSecret)
 	}

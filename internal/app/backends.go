@@ -71,6 +71,18 @@ func openRedis(ctx context.Context, mode, url string, timeout time.Duration, log
 	return rdb, embedded, desc, nil
 }
 
+// redisTimeout is the bound on each Redis call: SECKILL_REDIS_TIMEOUT or
+// its default.
+func (a *App) redisTimeout() time.Duration {
+	switch {
+	case a.cfg.RedisTimeout > 0:
+		return a.cfg.RedisTimeout
+	case a.miniRDB != nil:
+		return DefaultEmbeddedRedisTimeout
+	}
+	return DefaultRedisTimeout
+}
+
 // clientParams are the connection settings of both modes (per node on a
 // Cluster).
 type clientParams struct {
@@ -106,6 +118,18 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	p := clientSettings(timeout)
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = p.dial, p.read, p.write, p.pool
 	opt.MaxRetries, opt.Protocol, opt.PoolSize, opt.MinIdleConns = p.maxRetries, p.protocol, p.poolSize, p.minIdle
+	// A master that died refuses connections at once, but go-redis dials
+	// it 5 times, 100 ms apart, for each of the up to 4 attempts of a
+	// command (MaxRedirects 3): about 2 s before its items hear 503, and
+	// every shared pipeline waits as long (measured: 4 s with the
+	// failover). One dial an attempt fails a dead master's command in
+	// milliseconds; the next attempt dials again, and the slot map reload
+	// moves it to the promoted replica.
+	opt.DialerRetries = clusterDialAttempts
+	// Between those attempts go-redis sleeps a random 10 ms up to 10 ms
+	// doubled each time (at most 1 s): capped so a dead master's command
+	// gives up within about 100 ms in all.
+	opt.MaxRetryBackoff = clusterMaxRetryBackoff
 	// go-redis learns a new slot map from MOVED or from this periodic
 	// reload (default a minute), not from a dead master's refused
 	// connections: after a failover the items of that master would answer
@@ -138,6 +162,7 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 		if err := checkEviction(ctx, c, log.With("master", addr)); err != nil {
 			return fmt.Errorf("master %s: %w", addr, err)
 		}
+		checkCoverage(ctx, c, log.With("master", addr))
 		mu.Lock()
 		masters = append(masters, addr)
 		mu.Unlock()
@@ -149,6 +174,35 @@ func openCluster(ctx context.Context, url string, timeout time.Duration, log *sl
 	}
 	sort.Strings(masters)
 	return rdb, nil, fmt.Sprintf("redis cluster, %d masters: %s", len(masters), strings.Join(masters, ",")), nil
+}
+
+// clusterDialAttempts is how many times a cluster node's connection is
+// dialled before the attempt fails (go-redis's DialerRetries; its default
+// is 5, 100 ms apart).
+const clusterDialAttempts = 1
+
+// clusterMaxRetryBackoff caps go-redis's sleep between the attempts of a
+// cluster command (its default is 1 s).
+const clusterMaxRetryBackoff = 32 * time.Millisecond
+
+// checkCoverage warns about a master with cluster-require-full-coverage
+// yes, Redis's default. With it, once a master is marked failed (after
+// cluster-node-timeout) every master refuses every slot (CLUSTERDOWN)
+// until its replica is promoted, or for good if it has none: a failed
+// master stops the sale of every item, not just of its own. The service
+// needs no full coverage: an item's keys all live in its own slot (a
+// bucketed item's in each bucket's), and a lost slot's items answer 503 on
+// their own. It warns rather than refuses: availability, not safety, is at
+// stake, and a managed Redis may not let it be changed (or read: a Redis
+// that refuses CONFIG is not warned about).
+func checkCoverage(ctx context.Context, c redis.Cmdable, log *slog.Logger) {
+	res, err := c.ConfigGet(ctx, "cluster-require-full-coverage").Result()
+	if err != nil || res["cluster-require-full-coverage"] != "yes" {
+		return
+	}
+	log.WarnContext(ctx, "redis cluster-require-full-coverage is yes: while one master is down, every master refuses "+
+		"every slot (CLUSTERDOWN) until its replica takes over, so items on healthy masters answer 503 too; "+
+		"set cluster-require-full-coverage no on every node (docs/OPERATIONS.md)")
 }
 
 // clusterStateReload is how often a Redis Cluster client reloads the slot

@@ -69,6 +69,13 @@ func TestRedisClusterScript(t *testing.T) {
 		if err == nil && !strings.Contains(info, "redis_mode:cluster") {
 			err = fmt.Errorf("%s is not in cluster mode", m.Options().Addr)
 		}
+		// A master down must stop only its own slots (docs/OPERATIONS.md).
+		if err == nil {
+			cov, cerr := m.ConfigGet(ctx, "cluster-require-full-coverage").Result()
+			if err = cerr; err == nil && cov["cluster-require-full-coverage"] != "no" {
+				err = fmt.Errorf("%s: cluster-require-full-coverage %q, want no", m.Options().Addr, cov["cluster-require-full-coverage"])
+			}
+		}
 		masters.Add(1)
 		return err
 	})

@@ -55,7 +55,10 @@ type Config struct {
 	// RedisTimeout bounds each Redis call and the wait for a pooled
 	// connection (SECKILL_REDIS_TIMEOUT). Default 1s, so an outage answers
 	// 503 within about a second (a refused connection at once); 10s for the embedded Redis, which cannot
-	// have a network outage but is slow under a stampede.
+	// have a network outage but is slow under a stampede. It also bounds
+	// an order's wait for its call through the gate's pipeline once sent
+	// (shop.Config.RedisWait), so a Redis Cluster master that
+	// stops answering fails its own items' orders in about this long.
 	RedisTimeout time.Duration
 	// ShutdownTimeout bounds graceful shutdown (SECKILL_SHUTDOWN_TIMEOUT).
 	// Default 15s.

@@ -32,6 +32,7 @@ type Metrics struct {
 	latency     *prometheus.HistogramVec
 	orders      *prometheus.CounterVec
 	rateLimited *prometheus.CounterVec
+	rateOpen    *prometheus.CounterVec
 	transitions *prometheus.CounterVec
 	returns     *prometheus.CounterVec
 
@@ -75,6 +76,10 @@ func New(code func(error) string) *Metrics {
 		Namespace: namespace, Name: "rate_limited_total",
 		Help: "Requests refused by a rate limit, by limit (user or ip).",
 	}, []string{"limit"})
+	m.rateOpen = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "rate_limit_failed_open_total",
+		Help: "Requests a rate limit admitted unchecked because Redis did not answer (the limits fail open), by limit (user or ip).",
+	}, []string{"limit"})
 	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "order_transitions_total",
 		Help: "Orders moved out of created by this instance, by strategy and new state (paid, cancelled, expired).",
@@ -103,7 +108,7 @@ func New(code func(error) string) *Metrics {
 		Namespace: namespace, Name: "lock_leases_lost_total",
 		Help: "Locks whose lease was lost before release.",
 	})
-	m.reg.MustRegister(m.requests, m.latency, m.orders, m.rateLimited, m.transitions, m.returns,
+	m.reg.MustRegister(m.requests, m.latency, m.orders, m.rateLimited, m.rateOpen, m.transitions, m.returns,
 		m.lockObtain, m.lockWait, m.lockHold, m.lockRefresh, m.lockLeaseLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.async = newAsyncMetrics(m.reg)
@@ -183,6 +188,14 @@ func (m *Metrics) StockReturned(strategy stock.StrategyName, retried bool) {
 func (m *Metrics) RateLimited(limit string) {
 	if m != nil {
 		m.rateLimited.WithLabelValues(limit).Inc()
+	}
+}
+
+// RateLimitFailedOpen records a request the named limit ("user" or "ip")
+// admitted unchecked because Redis did not answer.
+func (m *Metrics) RateLimitFailedOpen(limit string) {
+	if m != nil {
+		m.rateOpen.WithLabelValues(limit).Inc()
 	}
 }
 

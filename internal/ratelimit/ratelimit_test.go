@@ -43,7 +43,7 @@ func TestNilLimiterAdmits(t *testing.T) {
 	if wait, err := l.Allow(t.Context(), "k"); wait != 0 || err != nil {
 		t.Errorf("nil limiter: got %v, %v; want 0, nil", wait, err)
 	}
-	if ratelimit.New(nil, "p:", ratelimit.Limit{}) != nil {
+	if ratelimit.New(nil, "p:", ratelimit.Limit{}, nil) != nil {
 		t.Errorf("New with an off limit: got a limiter, want nil")
 	}
 }

@@ -18,7 +18,7 @@ func TestLimiterScriptTakesKeysOfOneSlot(t *testing.T) {
 	check := &testenv.SlotCheck{}
 	rdb := b.Redis(t)
 	rdb.AddHook(check)
-	l := ratelimit.New(rdb, b.KeyPrefix+":ratelimit:", ratelimit.Limit{Rate: 1, Period: time.Minute, Burst: 2})
+	l := ratelimit.New(rdb, b.KeyPrefix+":ratelimit:", ratelimit.Limit{Rate: 1, Period: time.Minute, Burst: 2}, nil)
 	ctx := context.Background()
 	for _, key := range []string{"user:alice", "user:{bob}", "user:}{", "ip:127.0.0.1"} {
 		for i, want := range []bool{true, true, false} {

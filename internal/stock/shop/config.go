@@ -54,6 +54,13 @@ type Config struct {
 	// flight, to commit. Default DefaultReplayWait (5s, under the request
 	// bound).
 	ReplayWait time.Duration
+	// RedisWait bounds how long an order's call through the gate's
+	// pipeline (a reservation, an admission, an Idempotency-Key claim)
+	// waits for Redis once sent: past it the order answers 503 (see
+	// gate.PipelineOptions.Wait), so a Cluster master that stops
+	// answering fails its own items fast. Default 0: the request's
+	// deadline only.
+	RedisWait time.Duration
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
 	// LockObserver receives the item locks' events (metrics). Default none.

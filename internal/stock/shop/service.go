@@ -64,7 +64,7 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, pipe: gate.NewPipeline(rdb, nil)}
+	s := &Service{cfg: cfg, store: st, rdb: rdb, keys: keys, pipe: gate.NewPipeline(rdb, &gate.PipelineOptions{Wait: cfg.RedisWait})}
 	s.views.clock = time.Now
 	s.missing = newMissingItems(cfg.MissingItemTTL)
 	s.gate = gate.New(rdb, keys, s.pipe, cfg.Logger)
