@@ -11,6 +11,7 @@ import (
 // with its flag and the default defined in defaults.go, and the table
 // lists nothing the service does not read.
 func TestReadmeListsEverySetting(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +55,7 @@ func TestReadmeListsEverySetting(t *testing.T) {
 // TestNoCrashInjectionInProduction: the production build has no
 // fault-injection setting, whatever the environment says.
 func TestNoCrashInjectionInProduction(t *testing.T) {
+	t.Parallel()
 	if FaultInjection {
 		t.Skip("built with -tags faultinject")
 	}
