@@ -18,6 +18,7 @@ import (
 // takes it over (the dead one's lease is gone) and finds it done, so every order is written
 // exactly once and the queue drains.
 func TestWriterKilledBetweenCommitAndAck(t *testing.T) {
+	t.Parallel()
 	const orders, batch = 300, 100
 	b := testenv.Real(t)
 	be := realBackends(b)
