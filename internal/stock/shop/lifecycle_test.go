@@ -114,7 +114,11 @@ func sellOut(t *testing.T, svcs []*Service, itemID int64, users []string) int {
 // sold and the gate count exactly the live orders, and exactly the returned
 // units sell again.
 func TestExpiryRacesPayment(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		// The embedded run waits on its one SQLite writer: the MariaDB run
+		// goes beside it. Each has its own database and key prefix.
+		t.Parallel()
 		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync} {
 			t.Run(string(strategy), func(t *testing.T) { raceLifecycle(t, b, strategy, 1000) })
 		}
@@ -304,6 +308,7 @@ func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName,
 // is back (also when the gate is gone by then): the unit sells once more,
 // and only once.
 func TestSweeperFinishesAFailedRelease(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, lost := range []bool{false, true} {
 			t.Run(fmt.Sprintf("gate lost %v", lost), func(t *testing.T) {
@@ -364,6 +369,7 @@ func TestSweeperFinishesAFailedRelease(t *testing.T) {
 // again changes nothing, and one cancelled while the gate is missing is
 // counted once.
 func TestGateSeedCountsCancelledOrders(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)
