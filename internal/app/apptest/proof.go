@@ -17,10 +17,11 @@ import (
 var Strategies = []string{"lua", "lock", "lua-async"}
 
 // proofSlots keeps a test binary's concurrency proofs from starving each
-// other's bounded waits (a lock wait, a Redis timeout) into 503s on a
-// 2-core machine: two proofs on real backends may run at once, and one on
-// the embedded backends runs alone, as its 2,000 requests queue at one
-// in-process Redis (10 s timeout) and one SQLite writer.
+// other's bounded waits into 503s on a 2-core machine: two lua or
+// lua-async proofs on real backends may run at once; a lock proof (its
+// 2,000 requests queue at the item's lock, 5 s wait) and one on the
+// embedded backends (they queue at the one in-process Redis, 10 s timeout,
+// and the one SQLite writer) run alone.
 var proofSlots = semaphore.NewWeighted(2)
 
 // ProofSpec sizes a concurrency proof.
@@ -81,7 +82,7 @@ func ProofAcross(t *testing.T, cs []*Client, db *gorm.DB, strategy string, spec 
 	// Proofs take turns (see proofSlots); parallel tests that mostly wait
 	// run beside them.
 	weight := int64(1)
-	if db.Dialector.Name() == "sqlite" {
+	if db.Dialector.Name() == "sqlite" || strategy == "lock" {
 		weight = 2
 	}
 	if err := proofSlots.Acquire(context.Background(), weight); err != nil {
