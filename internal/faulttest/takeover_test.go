@@ -120,7 +120,7 @@ func killHolder(t *testing.T, victimKind, claimIdle string) {
 	}
 	waitDrained(t, rdb, k, 10*time.Second)
 	checkQueueEmpty(t, rdb, k)
-	if n := countMarkers(t, rdb, b.KeyPrefix); n != 0 {
+	if n := awaitNoMarkers(t, rdb, b.KeyPrefix, 5*time.Second); n != 0 {
 		t.Errorf("%d pending-order markers left, want none", n)
 	}
 	if dead := metric(t, survivorMetrics, `seckill_async_dead_letters_total`); dead != 0 {

@@ -93,7 +93,7 @@ func TestWriterKilledBetweenCommitAndAck(t *testing.T) {
 		t.Errorf("order_failures has %d rows, want none: %v", len(st.failures), st.failures)
 	}
 	checkQueueEmpty(t, rdb, k)
-	if n := countMarkers(t, rdb, b.KeyPrefix); n != 0 {
+	if n := awaitNoMarkers(t, rdb, b.KeyPrefix, 5*time.Second); n != 0 {
 		t.Errorf("%d pending-order markers left, want none", n)
 	}
 	for id := range ids {
