@@ -55,6 +55,7 @@ func urlsOf(ins []*instance) []string {
 // every instance gets a third of the attempts (round-robin), admin calls
 // go to the first only, the per-instance counts add up, and it PASSes.
 func TestOrdersSpreadOverEveryURL(t *testing.T) {
+	t.Parallel()
 	f, srv := newFake(t, fakeBugs{})
 	var adminElsewhere atomic.Int64
 	ins := instances(t, 3, func(i int, w http.ResponseWriter, r *http.Request) {
@@ -111,6 +112,7 @@ func TestOrdersSpreadOverEveryURL(t *testing.T) {
 // storing anything; the verdict must catch it, however well the other two
 // behave.
 func TestLossyInstanceFails(t *testing.T) {
+	t.Parallel()
 	f, srv := newFake(t, fakeBugs{})
 	ins := instances(t, 3, func(i int, w http.ResponseWriter, r *http.Request) {
 		if i == 2 && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/orders") {
@@ -145,6 +147,7 @@ func TestLossyInstanceFails(t *testing.T) {
 // TestCommandTakesSeveralURLs: -url repeats and takes commas; the JSON
 // report counts attempts on each instance.
 func TestCommandTakesSeveralURLs(t *testing.T) {
+	t.Parallel()
 	f, srv := newFake(t, fakeBugs{})
 	ins := instances(t, 3, func(_ int, w http.ResponseWriter, r *http.Request) { srv.Config.Handler.ServeHTTP(w, r) })
 	js := filepath.Join(t.TempDir(), "r.json")

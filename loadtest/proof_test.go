@@ -30,10 +30,12 @@ var proofStrategies = func() []string {
 // for every strategy, and requires every invariant to PASS, including the
 // DB-side ones.
 func TestProof(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("proof runs thousands of requests; skipped with -short")
 	}
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		t.Parallel() // each backend has its own database and key prefix
 		const token = "loadtest-proof-token-0123456789"
 		a, err := app.New(context.Background(), app.Config{RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN,
 			SQLitePath: b.SQLitePath, KeyPrefix: b.KeyPrefix, AdminToken: token},
@@ -106,6 +108,7 @@ func TestProof(t *testing.T) {
 
 // The command's -embedded mode starts the whole service with nothing installed.
 func TestCommandEmbedded(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts the service; skipped with -short")
 	}

@@ -104,6 +104,7 @@ func wantAllPass(t *testing.T, rep *harness.Report, skipped ...string) {
 }
 
 func TestCorrectFakePasses(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{}, true, nil)
 	wantAllPass(t, rep)
 	for _, s := range rep.Strategies {
@@ -120,10 +121,12 @@ func TestCorrectFakePasses(t *testing.T) {
 }
 
 func TestCorrectFakePassesWithoutDB(t *testing.T) {
+	t.Parallel()
 	wantAllPass(t, runFake(t, fakeBugs{}, false, nil), "3b")
 }
 
 func TestCorrectFakePassesOpenLoop(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{}, true, func(c *harness.Config) {
 		c.Mode = harness.ModeOpen
 		c.Rate = 2000
@@ -138,6 +141,7 @@ func TestCorrectFakePassesOpenLoop(t *testing.T) {
 }
 
 func TestCorrectAsyncFakePassesAfterDrain(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{async: true, asyncDelay: 300 * time.Millisecond}, true, nil)
 	wantAllPass(t, rep)
 	for _, s := range rep.Strategies {
@@ -148,6 +152,7 @@ func TestCorrectAsyncFakePassesAfterDrain(t *testing.T) {
 }
 
 func TestUnderstockedUsersPass(t *testing.T) {
+	t.Parallel()
 	// Fewer users than stock: exactly one order per user, no sell-out.
 	rep := runFake(t, fakeBugs{}, true, func(c *harness.Config) { c.Users = 30; c.Attempts = 200 })
 	wantAllPass(t, rep)
@@ -159,6 +164,7 @@ func TestUnderstockedUsersPass(t *testing.T) {
 }
 
 func TestOversellByOneFails(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{oversellBy: 1}, false, nil)
 	if rep.Pass {
 		t.Fatal("oversell by one passed")
@@ -172,6 +178,7 @@ func TestOversellByOneFails(t *testing.T) {
 }
 
 func TestLostAcknowledgedOrderFails(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{loseAckedNth: 7}, false, nil)
 	if rep.Pass {
 		t.Fatal("lost acknowledged order passed")
@@ -184,6 +191,7 @@ func TestLostAcknowledgedOrderFails(t *testing.T) {
 }
 
 func TestLostAsyncOrderFails(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{async: true, asyncDelay: 100 * time.Millisecond, asyncLoseNth: 3}, false, nil)
 	if rep.Pass {
 		t.Fatal("lost accepted (202) order passed")
@@ -192,6 +200,7 @@ func TestLostAsyncOrderFails(t *testing.T) {
 }
 
 func TestOrderPendingForeverFails(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{async: true, asyncDelay: 50 * time.Millisecond, asyncStuckNth: 4}, true, func(c *harness.Config) {
 		c.DrainTimeout = 500 * time.Millisecond
 	})
@@ -207,6 +216,7 @@ func TestOrderPendingForeverFails(t *testing.T) {
 }
 
 func TestTwoOrdersForOneUserFails(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{doubleUser: true}, false, nil)
 	if rep.Pass {
 		t.Fatal("two orders for one user passed")
@@ -217,6 +227,7 @@ func TestTwoOrdersForOneUserFails(t *testing.T) {
 }
 
 func TestIgnoredIdempotencyKeyFails(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{ignoreKeys: true}, false, nil)
 	if rep.Pass {
 		t.Fatal("replays answered differently and passed")
@@ -225,6 +236,7 @@ func TestIgnoredIdempotencyKeyFails(t *testing.T) {
 }
 
 func TestUnacknowledgedOrderFailsWithDB(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{phantomNth: 5}, true, nil)
 	if rep.Pass {
 		t.Fatal("order stored behind a 409 passed")
@@ -236,6 +248,7 @@ func TestUnacknowledgedOrderFailsWithDB(t *testing.T) {
 }
 
 func TestCounterDriftFails(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{remainingLies: true}, false, nil)
 	wantVerdict(t, rep, "5", "FAIL")
 	rep = runFake(t, fakeBugs{soldDriftBy: -1}, false, nil)
@@ -248,6 +261,7 @@ func TestCounterDriftFails(t *testing.T) {
 // its order is excused in 3b unless a replay recovers it, and the verdict
 // stays PASS.
 func TestUnknownOutcomeIsExcused(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{dropNth: 3}, true, nil)
 	wantAllPass(t, rep)
 	for _, s := range rep.Strategies {
@@ -260,6 +274,7 @@ func TestUnknownOutcomeIsExcused(t *testing.T) {
 
 // The time cap stops new sends; what was sent is still verified.
 func TestTimeCapStopsLoad(t *testing.T) {
+	t.Parallel()
 	rep := runFake(t, fakeBugs{orderDelay: 5 * time.Millisecond}, true, func(c *harness.Config) {
 		c.Concurrency = 2
 		c.MaxDuration = 300 * time.Millisecond
@@ -276,6 +291,7 @@ func TestTimeCapStopsLoad(t *testing.T) {
 
 // The command wires flags to the harness, writes its files and exits 1 on FAIL.
 func TestCommandExitCodesAndFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	args := func(url, token string, extra ...string) []string {
 		return append([]string{"-url", url, "-token", token, "-strategies", "lua,lock", "-stock", "20", "-n", "300", "-users", "100",

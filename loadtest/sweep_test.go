@@ -13,6 +13,7 @@ import (
 // its acknowledged orders, a correct service passes, one that loses an
 // acknowledged order fails, and the chart draws a curve per percentile.
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	f, srv := newFake(t, fakeBugs{})
 	cfg := fakeConfig(srv.URL, f.token)
 	cfg.Store = f

@@ -17,6 +17,7 @@ import (
 // The Authorization scheme is case-insensitive (RFC 9110 section 11.1):
 // "bearer" and "BEARER" are "Bearer", for the admin token and user tokens.
 func TestAuthSchemeCaseInsensitive(t *testing.T) {
+	t.Parallel()
 	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.UserJWTSecret = jwtSecret })
 	for _, scheme := range []string{"bearer", "BEARER", "bEaReR"} {
 		r := c.Must(t, "POST", "/api/v1/admin/items", `{"name":"x","stock":5}`, false,

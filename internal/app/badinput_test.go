@@ -48,6 +48,7 @@ func snapshot(t *testing.T, b testenv.Backend, c *apptest.Client, itemID int64) 
 }
 
 func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		it := c.CreateItem(t, 5, "lua")

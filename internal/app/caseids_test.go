@@ -20,6 +20,7 @@ import (
 // On lua-async both case variants are admitted by the gate; both orders must
 // then be written, none dead-lettered, and the item sell exactly its stock.
 func TestCaseVariantUsersLuaAsync(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		users := []string{"alice", "ALICE", "Alice"}
@@ -67,6 +68,7 @@ func TestCaseVariantUsersLuaAsync(t *testing.T) {
 // On lua and lock "ALICE" buys after "alice", and "ALICE" still gets her own
 // order when Redis has forgotten the buyers (the database decides then).
 func TestCaseVariantUsersSync(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		rdb := b.Redis(t)
@@ -100,6 +102,7 @@ func TestCaseVariantUsersSync(t *testing.T) {
 // still replayed to its owner and refused to another user. On a Redis
 // Cluster too.
 func TestCaseVariantIdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		rdb := b.Universal(t)
@@ -154,6 +157,7 @@ func TestCaseVariantIdempotencyKeys(t *testing.T) {
 // id names the other key still gets already_purchased, and a key naming the
 // user key still gets idempotency_conflict.
 func TestDuplicateKeyClassifiedByIndex(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		rdb := b.Redis(t)

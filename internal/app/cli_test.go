@@ -23,6 +23,7 @@ import (
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestParseConfig(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		env     map[string]string
@@ -99,6 +100,7 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestPaymentTimeoutSetting(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		env  map[string]string
@@ -123,6 +125,7 @@ func TestPaymentTimeoutSetting(t *testing.T) {
 }
 
 func TestHelpListsEverySetting(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	if code := app.Main([]string{"--help"}, env(nil), &out, &errb); code != 0 {
 		t.Fatalf("exit code: got %d, want 0", code)
@@ -137,6 +140,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 }
 
 func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		e := env(map[string]string{"SECKILL_MYSQL_DSN": b.MySQLDSN, "SECKILL_SQLITE_PATH": b.SQLitePath, "SECKILL_ADMIN_TOKEN": apptest.Token})
 		var out, errb bytes.Buffer
@@ -176,6 +180,7 @@ func migrationVersions(t *testing.T) []int64 {
 }
 
 func TestMissingMySQLDatabaseIsReported(t *testing.T) {
+	t.Parallel()
 	b := testenv.Real(t)
 	dsn := strings.Replace(b.MySQLDSN, "/seckill_t_", "/seckill_missing_", 1)
 	var out, errb bytes.Buffer
@@ -187,6 +192,7 @@ func TestMissingMySQLDatabaseIsReported(t *testing.T) {
 
 // The embedded default: nothing configured but a file path.
 func TestEmbeddedDefaultSells(t *testing.T) {
+	t.Parallel()
 	a, err := app.New(context.Background(), app.Config{SQLitePath: filepath.Join(t.TempDir(), "seckill.db")},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -212,6 +218,7 @@ func TestEmbeddedDefaultSells(t *testing.T) {
 }
 
 func TestNewLogger(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		cfg      app.Config
@@ -243,6 +250,7 @@ func TestNewLogger(t *testing.T) {
 // A worker shares Redis and the database with the service, so it refuses
 // the embedded ones, and a worker without writers.
 func TestWorkerNeedsRealBackends(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		env  map[string]string
 		want string
@@ -266,6 +274,7 @@ func TestWorkerNeedsRealBackends(t *testing.T) {
 // 202s that nothing can ever write (seckill worker refuses the embedded
 // Redis, and it lives in this process): it must not start.
 func TestNoWritersNeedsARealRedis(t *testing.T) {
+	t.Parallel()
 	cfg := app.Config{Writers: queue.NoWriters, SQLitePath: filepath.Join(t.TempDir(), "seckill.db")}
 	a, err := app.New(context.Background(), cfg, nil)
 	if err == nil {

@@ -23,6 +23,7 @@ import (
 // SECKILL_REDIS_MODE is single or cluster; cluster needs a cluster URL of
 // a real Redis, and each mistake says what to do.
 func TestRedisModeIsValidated(t *testing.T) {
+	t.Parallel()
 	const clusterURL = "redis://127.0.0.1:7001?addr=127.0.0.1:7002&addr=127.0.0.1:7003"
 	cases := []struct {
 		name    string
@@ -78,6 +79,7 @@ func TestRedisModeIsValidated(t *testing.T) {
 // mode to use: a single-mode client on a Cluster node would answer MOVED
 // (503) for most items, and a Cluster client cannot use a single Redis.
 func TestRedisModeMustMatchTheServer(t *testing.T) {
+	t.Parallel()
 	cl := testenv.Cluster(t)
 	single := testenv.Real(t)
 	firstNode := strings.SplitN(strings.TrimPrefix(cl.RedisURL, "redis://"), "?", 2)[0]
@@ -107,6 +109,7 @@ func TestRedisModeMustMatchTheServer(t *testing.T) {
 // any key is refused (it could drop the lua-async streams of its slots),
 // named in the error.
 func TestClusterRefusesAnEvictingMaster(t *testing.T) {
+	t.Parallel()
 	c := testenv.StartCluster(t, 3, 0)
 	bad := c.Nodes[2]
 	setConfig(t, bad.Addr(), "maxmemory-policy", "allkeys-lru")
@@ -134,6 +137,7 @@ func TestClusterRefusesAnEvictingMaster(t *testing.T) {
 // SECKILL_ASYNC_DURABILITY=fsync needs every master to fsync every write:
 // one that does not is named at start, for the service and the worker.
 func TestClusterFsyncChecksEveryMaster(t *testing.T) {
+	t.Parallel()
 	c := testenv.StartCluster(t, 3, 0, "--appendonly", "yes", "--appendfsync", "always")
 	real := testenv.Real(t) // the worker's database
 	bad := c.Nodes[1]
@@ -168,6 +172,7 @@ func TestClusterFsyncChecksEveryMaster(t *testing.T) {
 // /readyz pings every master: with one master down, the items of its
 // slots cannot sell, so the instance is not ready; back, it is.
 func TestClusterReadyzSeesEveryMaster(t *testing.T) {
+	t.Parallel()
 	c := testenv.StartCluster(t, 3, 0)
 	real := testenv.Real(t)
 	b := testenv.Backend{Name: "private-cluster", RedisURL: c.URL(), RedisMode: testenv.ModeCluster,
@@ -225,6 +230,7 @@ func setConfig(t *testing.T, addr, key, value string) {
 // `seckill worker` takes the same Redis settings: a worker on the cluster
 // writes the lua-async orders of a service that runs no writers.
 func TestWorkerOnCluster(t *testing.T) {
+	t.Parallel()
 	b := testenv.Cluster(t)
 	_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.Writers = queue.NoWriters })
 	cfg := app.Config{RedisMode: b.RedisMode, RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN, KeyPrefix: b.KeyPrefix,

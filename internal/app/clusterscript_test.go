@@ -23,6 +23,7 @@ import (
 // next start; stop stops every node and removes its files; status then
 // fails.
 func TestRedisClusterScript(t *testing.T) {
+	t.Parallel()
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if testenv.InCI() {

@@ -34,6 +34,7 @@ type itemPage struct {
 // TestAdminItemList: the list pages newest first, filters by status, and
 // refuses bad parameters with a 400 that names them.
 func TestAdminItemList(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		var ids []int64
@@ -142,6 +143,7 @@ func openLive(t *testing.T, c *apptest.Client, id int64) (*bufio.Scanner, func()
 // refused orders by code while it is open (and only then), shows the
 // lua-async queue, and ends on its own before the request timeout.
 func TestLiveView(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b, func(cfg *app.Config) {
 			cfg.RequestTimeout, cfg.DBTimeout = 4*time.Second, 2*time.Second
@@ -240,6 +242,7 @@ func mapsEqual(a, b map[string]int64) bool {
 // the console is on the admin listener when there is one, the sale page on
 // the public one; the sale page asks for a token in JWT mode.
 func TestConsolePages(t *testing.T) {
+	t.Parallel()
 	b := testenv.Embedded(t)
 	a, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.AdminAddr = "127.0.0.1:0" })
 	admin := httptest.NewServer(a.AdminHandler())

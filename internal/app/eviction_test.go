@@ -18,6 +18,7 @@ import (
 // and a Redis that will not say (CONFIG refused, as on managed services)
 // start with a warning; noeviction starts quietly.
 func TestEvictingRedisIsRefused(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		args     []string
@@ -61,6 +62,7 @@ func TestEvictingRedisIsRefused(t *testing.T) {
 // A start that fails after the App is partly built releases what it opened
 // and returns the error (it used to call Close on a nil *App and panic).
 func TestStartFailureIsAnError(t *testing.T) {
+	t.Parallel()
 	cfg := app.Config{RedisURL: "redis://127.0.0.1:1/0", SQLitePath: filepath.Join(t.TempDir(), "seckill.db")}
 	a, err := app.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err == nil {

@@ -16,6 +16,7 @@ import (
 // answers what the failure means (409 sold_out here), never a 2xx, which
 // would promise an order.
 func TestFailedAsyncOrderAnswers(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.Writers = queue.NoWriters }) // admits, writes nothing
 		it := c.CreateItem(t, 5, "lua-async")

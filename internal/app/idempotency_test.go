@@ -15,6 +15,7 @@ import (
 // On a Redis Cluster too: the key's claim and the buyers share the item's
 // slot, so one DEL removes both.
 func TestIdempotencySurvivesRedisLoss(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		rdb := b.Universal(t)

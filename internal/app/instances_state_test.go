@@ -120,6 +120,7 @@ func twoInstances(t *testing.T, fn func(t *testing.T, b testenv.Backend, a, bb *
 // remember a miss: an id B found no item under is sold by B once A creates
 // it, and B honours the sale window A set.
 func TestPeerSeesNewItemAndItsWindow(t *testing.T) {
+	t.Parallel()
 	twoInstances(t, func(t *testing.T, b testenv.Backend, a, bb *apptest.Client) {
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
@@ -163,6 +164,7 @@ func TestPeerSeesNewItemAndItsWindow(t *testing.T) {
 // a public view cached with 0 left); A raises the stock. B must sell the
 // new units within peerBound and show them in its view, and never more.
 func TestPeerSellsAfterRestock(t *testing.T) {
+	t.Parallel()
 	twoInstances(t, func(t *testing.T, b testenv.Backend, a, bb *apptest.Client) {
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
@@ -210,6 +212,7 @@ func TestPeerSellsAfterRestock(t *testing.T) {
 // sold == orders == the final stock (demand exceeds it: no unit is lost
 // either).
 func TestPeerNeverOversellsWhenStockLowered(t *testing.T) {
+	t.Parallel()
 	twoInstances(t, func(t *testing.T, b testenv.Backend, a, bb *apptest.Client) {
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
@@ -282,6 +285,7 @@ func TestPeerNeverOversellsWhenStockLowered(t *testing.T) {
 // process): one order, and every answer names it. The key from another
 // user is 422 on either instance.
 func TestSameKeyOnTwoInstances(t *testing.T) {
+	t.Parallel()
 	twoInstances(t, func(t *testing.T, b testenv.Backend, a, bb *apptest.Client) {
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
@@ -340,6 +344,7 @@ func TestSameKeyOnTwoInstances(t *testing.T) {
 // view); its buyer cancels through A. B shows the unit and sells it within
 // peerBound, once; its admin view agrees.
 func TestPeerResellsACancelledUnit(t *testing.T) {
+	t.Parallel()
 	twoInstances(t, func(t *testing.T, b testenv.Backend, a, bb *apptest.Client) {
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
@@ -395,6 +400,7 @@ func TestPeerResellsACancelledUnit(t *testing.T) {
 // instance rebuild it from the database; the earlier buyers stay refused
 // and exactly the rest of the stock sells.
 func TestPeerSellsAfterGateLoss(t *testing.T) {
+	t.Parallel()
 	twoInstances(t, func(t *testing.T, b testenv.Backend, a, bb *apptest.Client) {
 		rdb := b.Universal(t)
 		for _, strategy := range apptest.Strategies {
@@ -496,6 +502,7 @@ func TestPeerSellsAfterGateLoss(t *testing.T) {
 // TestRateLimitSharedByInstances: the per-user limit lives in Redis, so a
 // user alternating between A and B gets one budget, not one each.
 func TestRateLimitSharedByInstances(t *testing.T) {
+	t.Parallel()
 	twoInstances(t, func(t *testing.T, b testenv.Backend, a, bb *apptest.Client) {
 		cs := []*apptest.Client{a, bb}
 		var items []int64

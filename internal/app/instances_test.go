@@ -22,7 +22,10 @@ var sharedBackends = []struct {
 func forEachShared(t *testing.T, fn func(t *testing.T, b testenv.Backend)) {
 	t.Helper()
 	for _, sb := range sharedBackends {
-		t.Run(sb.name, func(t *testing.T) { fn(t, sb.open(t)) })
+		t.Run(sb.name, func(t *testing.T) {
+			t.Parallel() // each backend has its own database and key prefix
+			fn(t, sb.open(t))
+		})
 	}
 }
 
@@ -41,6 +44,7 @@ func startInstances(t *testing.T, b testenv.Backend, n int) []*apptest.Client {
 // Redis (a user's two attempts, and every replayed key, reach two different
 // instances), for every strategy.
 func TestConcurrencyProofThreeInstances(t *testing.T) {
+	t.Parallel()
 	forEachShared(t, func(t *testing.T, b testenv.Backend) {
 		cs := startInstances(t, b, 3)
 		db := b.DB(t)

@@ -44,6 +44,7 @@ func orderStatus(t *testing.T, c *apptest.Client, id string) string {
 // TestOrderLifecycle: the transitions and their error codes over HTTP, on
 // both strategies and backends, then what they did to the stock.
 func TestOrderLifecycle(t *testing.T) {
+	t.Parallel()
 	type step struct {
 		action string // pay or cancel
 		body   any    // nil: {"user_id": <the order's user>}
@@ -160,6 +161,7 @@ func TestOrderLifecycle(t *testing.T) {
 // app's sweeper, or by a payment that comes first (409 order_expired either
 // way), and its unit sells again.
 func TestOrderExpiry(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.PaymentTimeout = 300 * time.Millisecond })
 		for _, strategy := range []string{"lua", "lock"} {
@@ -199,6 +201,7 @@ func TestOrderExpiry(t *testing.T) {
 // TestOrderLifecycleJWT: in JWT mode the token names the user, the body may
 // be empty and its user_id is ignored, and another user's order is 404.
 func TestOrderLifecycleJWT(t *testing.T) {
+	t.Parallel()
 	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) {
 		cfg.UserJWTSecret = jwtSecret
 		cfg.PaymentTimeout = time.Hour
@@ -250,6 +253,7 @@ func TestOrderLifecycleJWT(t *testing.T) {
 // TestBadSettleRequestsChangeNothing: refused pay and cancel requests leave
 // every row and every Redis key as they were.
 func TestBadSettleRequestsChangeNothing(t *testing.T) {
+	t.Parallel()
 	b := testenv.Embedded(t)
 	_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.PaymentTimeout = time.Hour })
 	e := &fuzzEnv{b: b, c: c, db: b.DB(t), rdb: b.Redis(t)}
@@ -287,6 +291,7 @@ func toBytes(t *testing.T, body any) []byte {
 // original Idempotency-Key replays the order, now cancelled, and the user
 // cannot buy the item again; somebody else gets the unit.
 func TestCancelledOrderStillCountsAsTheUsersOrder(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.PaymentTimeout = time.Hour })
 		for _, strategy := range []string{"lua", "lock"} {
@@ -321,6 +326,7 @@ func TestCancelledOrderStillCountsAsTheUsersOrder(t *testing.T) {
 // A lua-async order cannot be paid or cancelled while it is only queued:
 // 409 order_pending, nothing changes; once a writer has written it, it can.
 func TestPendingOrderCannotBeSettledYet(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.Writers = queue.NoWriters })
 		it := c.CreateItem(t, 5, "lua-async")

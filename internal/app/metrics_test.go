@@ -16,6 +16,7 @@ import (
 // unknown route, then scrapes /metrics: the series are there, and no label
 // carries an item id, a user or a raw path.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.RateUser = "1/m:2" })
 		users := []string{"metrics-user-alpha", "metrics-user-bravo"}

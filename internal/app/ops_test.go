@@ -53,6 +53,7 @@ func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
 }
 
 func TestRequestIDHeader(t *testing.T) {
+	t.Parallel()
 	_, c := apptest.Start(t, testenv.Embedded(t))
 	cases := []struct {
 		name, incoming string
@@ -89,6 +90,7 @@ func TestRequestIDHeader(t *testing.T) {
 // TestAuditLog: every admin change logs who, what, before and after, with
 // the request's id.
 func TestAuditLog(t *testing.T) {
+	t.Parallel()
 	var buf lockedBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
 	_, c := apptest.StartLogged(t, testenv.Embedded(t), log)
@@ -137,6 +139,7 @@ func TestAuditLog(t *testing.T) {
 // the burst; other users are untouched. The per-address limit counts every
 // user from one address.
 func TestRateLimits(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		t.Run("user", func(t *testing.T) {
 			// Burst 3, then one a minute: nothing refills during the test.
@@ -244,6 +247,7 @@ func token(t *testing.T, method jwt.SigningMethod, secret string, claims jwt.Map
 // TestUserTokens: with a JWT secret the user comes from the token, the body's
 // user_id is ignored, and an order is visible to its owner only.
 func TestUserTokens(t *testing.T) {
+	t.Parallel()
 	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.UserJWTSecret = jwtSecret })
 	it := c.CreateItem(t, 5, "lua")
 	exp := time.Now().Add(time.Hour).Unix()
@@ -308,6 +312,7 @@ func TestUserTokens(t *testing.T) {
 // TestAdminListener: with an admin address the admin API, /metrics and
 // pprof answer there only, and Serve shuts both listeners down.
 func TestAdminListener(t *testing.T) {
+	t.Parallel()
 	b := testenv.Embedded(t)
 	a, err := app.New(context.Background(), app.Config{SQLitePath: b.SQLitePath, AdminToken: apptest.Token,
 		AdminAddr: "127.0.0.1:0", Pprof: true}, nil)

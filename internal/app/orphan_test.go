@@ -27,6 +27,7 @@ func uuidV7At(t time.Time) string {
 // back, so neither the user nor the unit is lost; a fresh one may still be
 // in flight and is left alone.
 func TestOrphanedReservationIsHandedBack(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		rdb := b.Redis(t)

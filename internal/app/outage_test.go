@@ -23,6 +23,9 @@ const outageBound = 3 * time.Second
 // 503, and service resumes when Redis is back.
 func TestRedisOutage(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		// Each backend has its own Redis, proxy and service; an outage
+		// costs little CPU, and the test is not parallel with the others.
+		t.Parallel()
 		u, err := url.Parse(b.RedisURL)
 		if err != nil {
 			t.Fatal(err)

@@ -13,7 +13,9 @@ import (
 // Redis Cluster included, and for a lua item whose stock is split over 3
 // and 8 gate buckets.
 func TestConcurrencyProof(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
+		t.Parallel() // each backend has its own database and key prefix
 		_, c := apptest.Start(t, b)
 		db := b.DB(t)
 		for _, strategy := range apptest.Strategies {

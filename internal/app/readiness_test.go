@@ -37,6 +37,7 @@ func (c *countingCheck) Backlog(context.Context) (stock.AsyncStats, error) {
 // check; a caller that gives up does not fail it for the others; after the
 // TTL the next caller checks again, and a failure is cached like success.
 func TestReadinessCacheRunsOneCheckPerTTL(t *testing.T) {
+	t.Parallel()
 	check := &countingCheck{delay: 50 * time.Millisecond}
 	c := newReadinessCache(check, time.Hour, time.Second)
 

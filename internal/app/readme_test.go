@@ -14,6 +14,7 @@ import (
 // with its flag and the default defined in defaults.go, and the table
 // lists nothing the service does not read.
 func TestReadmeListsEverySetting(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +58,7 @@ func TestReadmeListsEverySetting(t *testing.T) {
 // TestNoCrashInjectionInProduction: the production build has no
 // fault-injection setting, whatever the environment says.
 func TestNoCrashInjectionInProduction(t *testing.T) {
+	t.Parallel()
 	if FaultInjection {
 		t.Skip("built with -tags faultinject")
 	}

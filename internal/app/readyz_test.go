@@ -15,6 +15,7 @@ import (
 // the commands it serves: 100 concurrent calls must cost about one check
 // (six commands for one lua-async item), not a hundred (600).
 func TestReadyzFloodCostsOneCheck(t *testing.T) {
+	t.Parallel()
 	b := testenv.Embedded(t)
 	_, c := apptest.Start(t, b)
 	c.CreateItem(t, 10, "lua-async")

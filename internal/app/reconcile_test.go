@@ -16,6 +16,7 @@ import (
 // The admin endpoint and `seckill reconcile` report drift, repair it, and
 // refuse bad input; on a single Redis and on a Redis Cluster.
 func TestReconcileOverHTTPAndCLI(t *testing.T) {
+	t.Parallel()
 	t.Run("mariadb", func(t *testing.T) { reconcileOverHTTPAndCLI(t, testenv.Real(t)) })
 	t.Run("cluster", func(t *testing.T) { reconcileOverHTTPAndCLI(t, testenv.Cluster(t)) })
 }

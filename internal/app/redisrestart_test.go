@@ -75,7 +75,9 @@ func userRange(prefix string, from, to int) []string {
 // On a Redis Cluster every node of a private cluster is killed and started
 // again: each comes back empty with its slots (nodes.conf).
 func TestRedisRestartMidSale(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		t.Parallel() // each backend has its own database and key prefix, each strategy its own Redis
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
 				server := testenv.StartRedisServer(t, "--appendonly", "no")
@@ -86,6 +88,7 @@ func TestRedisRestartMidSale(t *testing.T) {
 		}
 	})
 	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
 		b := testenv.Cluster(t) // the database and key prefix
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {

@@ -76,6 +76,7 @@ func checkSold(t *testing.T, b testenv.Backend, c *apptest.Client, itemID, want 
 // test's keys only: the cluster is shared), deleted with one DEL, which
 // the item's one slot allows.
 func TestRedisDataLossMidSale(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		rdb := b.Universal(t)
@@ -112,6 +113,7 @@ func TestRedisDataLossMidSale(t *testing.T) {
 // Stock raised while orders flow: the sale reopens and sells exactly the new
 // stock; Redis and the database agree afterwards.
 func TestStockRaisedDuringSale(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		_, c := apptest.Start(t, b)
 		for _, strategy := range []string{"lua", "lock"} {

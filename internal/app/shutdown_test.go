@@ -16,6 +16,7 @@ import (
 // closes with it: a graceful shutdown must let the writers write every
 // queued lua-async order first, or its 202s are lost.
 func TestEmbeddedShutdownWritesTheQueue(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "seckill.db")
 	// One writer, one order per transaction: a backlog builds up.

@@ -21,6 +21,7 @@ const dbOutage = 10 * time.Second
 // acknowledged and queue up; /readyz says 503; the writers keep retrying;
 // once the database is back every acknowledged order is written.
 func TestDatabaseOutageDuringLoad(t *testing.T) {
+	t.Parallel()
 	b := testenv.Real(t)
 	be := realBackends(b)
 	rdb := redisClient(t, b.RedisURL)

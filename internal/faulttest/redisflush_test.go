@@ -19,6 +19,7 @@ import (
 // flush is written, and the gate rebuilt from the database agrees with it
 // once the queue drains.
 func TestRedisFlushDuringLoad(t *testing.T) {
+	t.Parallel()
 	const stock = 2000
 	b := testenv.Real(t) // the database, and a prefix used on the private Redis
 	url := privateRedis(t)
@@ -98,6 +99,7 @@ func TestRedisFlushDuringLoad(t *testing.T) {
 // persistence), and counted in seckill_async_orders_lost_total. Every order acknowledged after the loss
 // must be written, and the gate must agree with the database.
 func TestRedisFlushWhileWriterHoldsBatch(t *testing.T) {
+	t.Parallel()
 	const queuedInOutage = 20
 	b := testenv.Real(t)
 	url := privateRedis(t)

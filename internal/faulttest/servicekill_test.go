@@ -10,12 +10,14 @@ import (
 // The service (API and writers in one process) killed with SIGKILL in the
 // middle of a sale, then restarted on the same port, database and prefix.
 func TestServiceKilledDuringLoad(t *testing.T) {
+	t.Parallel()
 	killDuringLoad(t, 1, false)
 }
 
 // The same with two services and a worker sharing the sale: one service
 // is killed and restarted while the other and the worker go on.
 func TestServiceKilledDuringLoadMultiInstance(t *testing.T) {
+	t.Parallel()
 	killDuringLoad(t, 2, true)
 }
 

@@ -296,6 +296,23 @@ func checkGate(t *testing.T, rdb redis.UniversalClient, k keys, st dbState) {
 	p.report()
 }
 
+// awaitNoMarkers waits up to d for the queued-order markers and their
+// indexes under the prefix to be gone, and returns how many are left. A
+// writer's ack drops the markers with their entries in one MULTI, and the
+// indexes just after (queue.Writers.ack): a drain the test has seen may
+// come between the two.
+func awaitNoMarkers(t *testing.T, rdb *redis.Client, prefix string, d time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		n := countMarkers(t, rdb, prefix)
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // countMarkers counts the queued-order markers and their indexes left
 // under the prefix.
 func countMarkers(t *testing.T, rdb *redis.Client, prefix string) int {

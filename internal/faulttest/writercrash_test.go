@@ -18,6 +18,7 @@ import (
 // takes it over (the dead one's lease is gone) and finds it done, so every order is written
 // exactly once and the queue drains.
 func TestWriterKilledBetweenCommitAndAck(t *testing.T) {
+	t.Parallel()
 	const orders, batch = 300, 100
 	b := testenv.Real(t)
 	be := realBackends(b)
@@ -92,7 +93,7 @@ func TestWriterKilledBetweenCommitAndAck(t *testing.T) {
 		t.Errorf("order_failures has %d rows, want none: %v", len(st.failures), st.failures)
 	}
 	checkQueueEmpty(t, rdb, k)
-	if n := countMarkers(t, rdb, b.KeyPrefix); n != 0 {
+	if n := awaitNoMarkers(t, rdb, b.KeyPrefix, 5*time.Second); n != 0 {
 		t.Errorf("%d pending-order markers left, want none", n)
 	}
 	for id := range ids {

@@ -155,7 +155,10 @@ func openReal(t testing.TB, mode string, unavailable func(what string, err error
 		}
 		unavailable(what, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Setup, not a check: parallel tests on a busy 2-core machine may
+	// wait seconds for a CREATE DATABASE; a service that is down refuses
+	// the connection at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
 	url, name := redisURL(), "mariadb"

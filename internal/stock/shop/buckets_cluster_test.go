@@ -19,6 +19,7 @@ import (
 // and a rebuild runs (no CROSSSLOT), and skewed demand sells exactly the
 // stock.
 func TestBucketsOnACluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 3-master Redis Cluster")
 	}

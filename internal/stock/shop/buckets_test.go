@@ -97,6 +97,7 @@ func checkSold(t *testing.T, s *Service, itemID int64, want int64) {
 // every buyer gets a unit: nobody hears sold_out while another bucket
 // still has one (no phantom sold-out).
 func TestBucketsSkewedDemandSellsEveryUnit(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		s := newTestService(t, b, Config{}, nil)
 		for _, tc := range []struct {
@@ -140,6 +141,7 @@ func TestBucketsSkewedDemandSellsEveryUnit(t *testing.T) {
 // bucket and recorded, not yet added to the other) loses no unit: a buyer
 // who finds the item empty finishes the move, and so does the sweeper.
 func TestBucketsMoveSurvivesKillBetweenSteps(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)
@@ -184,6 +186,7 @@ func TestBucketsMoveSurvivesKillBetweenSteps(t *testing.T) {
 // One user from many goroutines at once, on an item of 4 buckets: one
 // order; every other attempt is already_purchased.
 func TestBucketsOneOrderPerUser(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		s := newTestService(t, b, Config{}, nil)
 		it := createBucketed(t, s, 10, 4)
@@ -201,6 +204,7 @@ func TestBucketsOneOrderPerUser(t *testing.T) {
 
 // A cancelled order's unit, and an expired one's, sells again, once.
 func TestBucketsReleaseSellsAgain(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestServiceOn(t, b, newTestStore(t, b, &store.Options{PaymentTimeout: time.Hour}), Config{}, nil)
@@ -240,6 +244,7 @@ func TestBucketsReleaseSellsAgain(t *testing.T) {
 // the database's stock; a cut below what is sold is refused and changes
 // nothing.
 func TestBucketsStockChanges(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)
@@ -282,6 +287,7 @@ func TestBucketsStockChanges(t *testing.T) {
 // no drift; with a bucket's units lost it reports drift, and its repair
 // rebuilds every bucket so the sale sells exactly its stock.
 func TestBucketsReconcile(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)
@@ -323,6 +329,7 @@ func TestBucketsReconcile(t *testing.T) {
 // order that finds it missing rebuilds every bucket from the database, and
 // the sale sells exactly its stock, to distinct users.
 func TestBucketsRebuildAfterOneBucketLost(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)
@@ -352,6 +359,7 @@ func TestBucketsRebuildAfterOneBucketLost(t *testing.T) {
 // after each round the buckets' stock is the database's, and the sale
 // sells exactly the final stock.
 func TestBucketsStockChangesRaceOrders(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)
@@ -399,6 +407,7 @@ func TestBucketsStockChangesRaceOrders(t *testing.T) {
 // order; the key used by another user (whose home is another bucket) is a
 // conflict, and buys nothing.
 func TestBucketsIdempotencyKeys(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)

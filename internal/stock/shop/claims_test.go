@@ -18,6 +18,7 @@ import (
 // (the sold-out paths) and from one that does not (the strategy runs and
 // meets the sell-out). Another user with that key is still refused.
 func TestReplayAfterRedisLostClaims(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync} {
 			t.Run(string(strategy), func(t *testing.T) { replayAfterLostClaims(t, b, strategy, 1) })

@@ -100,6 +100,7 @@ func waitLedger(t *testing.T, s *Service, rdb *redis.Client, itemID int64, d tim
 // gone: the reservation must still be settled, handed back within seconds,
 // so the gate agrees with the database and the same user can buy.
 func TestReserveInFlightWhenContextEnds(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		rdb := b.Redis(t)
 		trap := &pipelineTrap{}
@@ -154,6 +155,7 @@ func TestReserveInFlightWhenContextEnds(t *testing.T) {
 // caller gave up; a stalled connection delivered the command late) takes
 // nothing: the hand-back left the attempt void.
 func TestReserveAfterItsHandBackTakesNothing(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		rdb := b.Redis(t)
 		s := newTestService(t, b, Config{}, rdb)
@@ -208,6 +210,7 @@ func (g *deadlineGuard) done(int64, bool) {}
 // deadline, so a request lives at most the request timeout; the window is
 // at least that plus a margin for clocks, whatever the request timeout.
 func TestOrphanWindowOutlivesEveryRequest(t *testing.T) {
+	t.Parallel()
 	for _, rt := range []time.Duration{time.Second, 10 * time.Second, time.Minute} {
 		if w := orphanWindow(rt); w < rt+30*time.Second || w < time.Minute {
 			t.Errorf("orphan window for a %v request timeout: got %v, want at least %v and a minute", rt, w, rt+30*time.Second)
@@ -258,6 +261,7 @@ func TestOrphanWindowOutlivesEveryRequest(t *testing.T) {
 // gate agrees with the database once written, and nothing is left
 // half-done.
 func TestEnqueueInFlightWhenContextEnds(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		rdb := b.Redis(t)
 		trap := &pipelineTrap{}

@@ -18,6 +18,7 @@ import (
 // With fsync durability, lua-async accepts orders only while Redis fsyncs
 // every write, and a service refuses to start on a Redis that does not.
 func TestFsyncDurability(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := testenv.Embedded(t)
 	st := newTestStore(t, b, nil)

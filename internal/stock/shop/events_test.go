@@ -52,6 +52,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // the events can do it). On a Redis Cluster too, where the events channel
 // reaches every node's subscribers.
 func TestSoldOutSharedBetweenInstances(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock} {
 			t.Run(string(strategy), func(t *testing.T) {
@@ -121,6 +122,7 @@ func TestSoldOutSharedBetweenInstances(t *testing.T) {
 // may have been lost in between). The memo's clock is frozen, so nothing
 // expires on its own.
 func TestResubscriptionClearsTheMemo(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		rdb, proxy, _ := proxied(t, b)
 		s := newTestService(t, b, Config{}, rdb)

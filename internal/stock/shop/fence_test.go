@@ -20,6 +20,7 @@ import (
 // writes; A's late write is refused by the item's fence, and A's release
 // leaves B's lock alone.
 func TestLockStrategyFenceRefusesStaleHolder(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
@@ -79,6 +80,7 @@ func TestLockStrategyFenceRefusesStaleHolder(t *testing.T) {
 // sale goes on at once instead of refusing orders as stale until the
 // counter climbs past it again.
 func TestLockFenceSurvivesRedisDataLoss(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)

@@ -17,6 +17,7 @@ import (
 // answer: a batch holding a duplicate buyer, or more orders than stock, is
 // refused whole and written order by order.
 func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
@@ -83,6 +84,7 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 // order while units are left: the stock goes to the distinct users, in
 // arrival order, and the repeat gets what the user's first order got.
 func TestRefusedBatchSellsEveryUnitLeft(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)

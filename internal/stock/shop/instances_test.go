@@ -15,6 +15,7 @@ import (
 // A sells and cancels; B's view is at most ViewMaxAge behind (its clock is
 // moved here), then shows exactly what the gate has left.
 func TestItemViewBoundAcrossInstances(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, name := range stock.Strategies {
 			t.Run(string(name), func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 // gives that status, newest first, and pages of any size walk every match
 // once.
 func TestListItems(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)

@@ -19,6 +19,7 @@ import (
 // once ViewMaxAge has passed (for every strategy); a sell-out this process
 // saw shows at once, however fresh the cached view.
 func TestItemViewStaleness(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, name := range stock.Strategies {
 			t.Run(string(name), func(t *testing.T) {
@@ -84,6 +85,7 @@ func TestItemViewStaleness(t *testing.T) {
 // negative count or more than the stock, and once the sale is over and
 // ViewMaxAge has passed the view shows exactly what the gate has left.
 func TestItemViewDuringASale(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{Queue: queue.Config{Writers: 1}}, nil)

@@ -113,6 +113,10 @@ func sellOut(t *testing.T, svcs []*Service, itemID int64, users []string) int {
 // Every order ends with exactly one outcome, the answers agree with it,
 // sold and the gate count exactly the live orders, and exactly the returned
 // units sell again.
+//
+// It runs alone (not parallel): on the embedded backend a thousand late
+// buyers queue at the lock and the one SQLite writer within the request
+// timeout, which a test beside it on the same two cores would starve.
 func TestExpiryRacesPayment(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync} {
@@ -304,6 +308,7 @@ func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName,
 // is back (also when the gate is gone by then): the unit sells once more,
 // and only once.
 func TestSweeperFinishesAFailedRelease(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, lost := range []bool{false, true} {
 			t.Run(fmt.Sprintf("gate lost %v", lost), func(t *testing.T) {
@@ -364,6 +369,7 @@ func TestSweeperFinishesAFailedRelease(t *testing.T) {
 // again changes nothing, and one cancelled while the gate is missing is
 // counted once.
 func TestGateSeedCountsCancelledOrders(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)

@@ -36,6 +36,7 @@ func readAsDeadWriter(t *testing.T, rdb *redis.Client, stream, consumer string, 
 // a lease, not after ClaimIdle (30 s by default here): before the leases,
 // survivors waited the whole ClaimIdle.
 func TestDeadWriterTakenOverWithinALease(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		st := newTestStore(t, b, nil)
 		api := asyncService(t, b, st, 0, 0, 0)
@@ -72,6 +73,7 @@ func TestDeadWriterTakenOverWithinALease(t *testing.T) {
 // one more delivery per entry, never one per survivor (which would bring a
 // healthy order closer to the dead-letter stream with every crash).
 func TestConcurrentTakeoversClaimEachEntryOnce(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
@@ -139,6 +141,7 @@ func TestConcurrentTakeoversClaimEachEntryOnce(t *testing.T) {
 // A renewal keeps an entry's delivery count and never takes an entry back
 // from the writer that claimed it meanwhile.
 func TestRenewKeepsCountAndOwnership(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
@@ -181,6 +184,7 @@ func TestRenewKeepsCountAndOwnership(t *testing.T) {
 // is written once the stall ends. Before, the claim was renewed only
 // between attempts: a 5 s attempt let the other process steal it.
 func TestDatabaseStallStealsNothing(t *testing.T) {
+	t.Parallel()
 	b := testenv.Real(t)
 	ctx := context.Background()
 	st := newTestStore(t, b, nil)
@@ -264,6 +268,7 @@ func watchPendingDuring(t *testing.T, rdb *redis.Client, stream string, d time.D
 // some) are removed from the group once their lease is gone; a live
 // process's are kept.
 func TestIdleConsumersOfGoneProcessesForgotten(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)

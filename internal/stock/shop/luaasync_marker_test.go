@@ -15,6 +15,7 @@ import (
 // pointer: the marker in the item's slot says whether it is queued. Once
 // written, both are gone and the database answers.
 func TestQueuedOrderFoundByID(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)

@@ -16,6 +16,7 @@ import (
 // same key must still get the same order, never already_purchased, and
 // another key of the same user must still be refused.
 func TestAsyncReplayAfterClaimLost(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

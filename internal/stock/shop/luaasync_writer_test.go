@@ -27,6 +27,7 @@ func queueState(t *testing.T, rdb *redis.Client, s *Service, itemID int64) (queu
 // A writer that read entries and died never acknowledges them; another
 // process's claimer takes them over after ClaimIdle and writes them.
 func TestWritersClaimTheEntriesOfADeadWriter(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
@@ -82,6 +83,7 @@ func TestWritersClaimTheEntriesOfADeadWriter(t *testing.T) {
 // to the dead-letter stream; the admin view lists them, the order stays
 // pending, and a requeue gets the good one written.
 func TestDeadLettersAndRequeue(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
@@ -166,6 +168,7 @@ func TestDeadLettersAndRequeue(t *testing.T) {
 // orders still queued: no more than stock is admitted, queued buyers stay
 // buyers, and everything admitted is written.
 func TestRebuildCountsQueuedOrders(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)

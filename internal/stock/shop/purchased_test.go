@@ -21,6 +21,7 @@ import (
 // keyed replay still finds her order; past PurchasedMaxAge the service asks
 // again, and a failed attempt forgets her. Every strategy.
 func TestRepeatBuyerRefusedFromMemory(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, name := range stock.Strategies {
 			t.Run(string(name), func(t *testing.T) {
@@ -95,6 +96,7 @@ func TestRepeatBuyerRefusedFromMemory(t *testing.T) {
 // TestRememberedBuyerAfterTheSaleEnds: memory never answers for a closed
 // sale; the gate (or the lock strategy's window check) says it ended.
 func TestRememberedBuyerAfterTheSaleEnds(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, name := range stock.Strategies {
 			t.Run(string(name), func(t *testing.T) {
@@ -130,6 +132,7 @@ func TestRememberedBuyerAfterTheSaleEnds(t *testing.T) {
 // the memo never holds more than its bound, dropping expired entries
 // first; Forget drops one.
 func TestPurchaseMemoBounds(t *testing.T) {
+	t.Parallel()
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	advance := func(d time.Duration) { clock.mu.Lock(); clock.t = clock.t.Add(d); clock.mu.Unlock() }
 	m := &purchaseMemo{max: 4, clock: clock.now}
@@ -171,6 +174,7 @@ func TestPurchaseMemoBounds(t *testing.T) {
 // back (its write failed); b still refuses her from memory, for less than
 // PurchasedMaxAge, then asks the gate again and sells.
 func TestRememberedBuyerAcrossInstances(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		a := newTestService(t, b, Config{}, nil)

@@ -50,6 +50,7 @@ func reconcileOK(t *testing.T, s *Service, id int64) *stock.Reconciliation {
 // Reconcile reports each kind of drift on a dry run, changes nothing then,
 // and repairs it all from the database otherwise.
 func TestReconcileReportsAndRepairs(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
@@ -176,6 +177,7 @@ func TestReconcileReportsAndRepairs(t *testing.T) {
 // The exact race, orders landing between a repair's snapshot and its
 // write, is driven step by step in TestRepairRefusedWhenOrdersMoveTheGate.
 func TestReconcileDuringLoad(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
@@ -295,6 +297,7 @@ func TestReconcileDuringLoad(t *testing.T) {
 // repair refuse (it would overwrite them); the next reconcile repairs from
 // a fresh snapshot, and every order still counts.
 func TestRepairRefusedWhenOrdersMoveTheGate(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)

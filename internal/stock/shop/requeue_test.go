@@ -16,6 +16,7 @@ import (
 // operator to look at; it must not stop the requeue of the others, now or
 // in any later requeue.
 func TestRequeueSkipsEntriesMissingTheirFields(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)

@@ -39,6 +39,7 @@ func gateAndDBStock(t *testing.T, rdb *redis.Client, s *Service, id int64) (stri
 // stock the database holds. (The gate used to be written after the commit,
 // outside the row lock, so the older change could land last.)
 func TestConcurrentStockChangesKeepTheGateEqualToTheDatabase(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)
@@ -92,6 +93,7 @@ func TestConcurrentStockChangesKeepTheGateEqualToTheDatabase(t *testing.T) {
 // count the orders its stream holds: they are promised. The change is
 // refused (stock_below_sold) and every queued order is written.
 func TestLoweringStockCountsTheQueueWhenTheGateIsMissing(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
@@ -134,6 +136,7 @@ func TestLoweringStockCountsTheQueueWhenTheGateIsMissing(t *testing.T) {
 // back the stock it read before the change: after both, the gate holds the
 // database's stock.
 func TestReconcileDuringStockChangesKeepsTheGateEqualToTheDatabase(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)
@@ -185,6 +188,7 @@ func TestReconcileDuringStockChangesKeepsTheGateEqualToTheDatabase(t *testing.T)
 // refuses stock 999) leaves the gate as the database is: the failed change
 // sets the gate back from the database, under the row lock.
 func TestFailedStockChangeSetsTheGateBack(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		s := newTestService(t, b, Config{}, nil)

@@ -24,6 +24,7 @@ import (
 // (CROSSSLOT), which fails the path. (On a single Redis the writers read
 // every stream in one XREADGROUP, by design: nothing there has slots.)
 func TestEveryCommandTouchesOneSlot(t *testing.T) {
+	t.Parallel()
 	b := testenv.Cluster(t)
 	check := &testenv.SlotCheck{}
 	rdb := b.Universal(t)
