@@ -140,7 +140,7 @@ func TestParseSeed(t *testing.T) {
 			t.Errorf("ParseSeed(%q) = %v, want ErrInvalid", bad, err)
 		}
 	}
-	if room.NewSeed() == room.NewSeed() {
+	if a, b := room.NewSeed(), room.NewSeed(); a == b {
 		t.Error("two NewSeed calls gave the same seed")
 	}
 }

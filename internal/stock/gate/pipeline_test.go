@@ -108,7 +108,6 @@ func TestPipelineSilentMasterHoldsOnlyItsOwnCalls(t *testing.T) {
 	}
 	wg.Wait()
 	close(results)
-	elapsed := time.Since(pausedAt)
 	healthy, failed := 0, 0
 	for r := range results {
 		switch {
@@ -139,7 +138,7 @@ func TestPipelineSilentMasterHoldsOnlyItsOwnCalls(t *testing.T) {
 		t.Errorf("set %s on the silent master, known silent: %v after %v, want stock.ErrUnavailable at once (under the wait %v)",
 			silentKey, err, took, wait)
 	}
-	elapsed = time.Since(pausedAt)
+	elapsed := time.Since(pausedAt)
 	if elapsed >= pause && !t.Failed() {
 		t.Fatalf("the calls took %v, longer than the pause: the test proves nothing", elapsed)
 	}

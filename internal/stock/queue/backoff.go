@@ -13,10 +13,9 @@ type backoff struct {
 	last time.Time // last time every() said yes
 }
 
-func newBackoff() *backoff                { return &backoff{} }
-func (b *backoff) first() time.Duration   { return 50 * time.Millisecond }
-func (b *backoff) current() time.Duration { return max(b.d, b.first()) }
-func (b *backoff) reset()                 { b.n, b.d = 0, 0 }
+func newBackoff() *backoff              { return &backoff{} }
+func (b *backoff) first() time.Duration { return 50 * time.Millisecond }
+func (b *backoff) reset()               { b.n, b.d = 0, 0 }
 
 func (b *backoff) next() time.Duration {
 	b.n++
