@@ -135,4 +135,3 @@ func TestRoomOff(t *testing.T) {
 		wantError(t, "PUT on no item", r, http.StatusNotFound, "not_found")
 	})
 }
-
