@@ -61,6 +61,8 @@ func (s *Service) cachedStatus(e *entry, v *stock.ItemView, number int64, t stri
 	head := st.Tickets - st.Waiting
 	var serve int64 // 0: in the pre-queue, not drawn yet
 	switch {
+	case st.Phase == "pre" && (v.StartsAt == nil || !now.Before(*v.StartsAt)):
+		return nil, false // opening now: Redis knows whether it is drawn
 	case st.Phase == "pre":
 	case st.Phase != "open":
 		return nil, false // the opening is being written
