@@ -137,6 +137,17 @@ func TestRoomDrawAndFIFO(t *testing.T) {
 				t.Errorf("FIFO ticket %d before the opening: %+v, want position %d", i+1, tk, i+1)
 			}
 		}
+		var pub struct {
+			WaitingRoom struct {
+				Phase      string `json:"phase"`
+				Lottery    bool   `json:"lottery"`
+				Commitment string `json:"commitment"`
+			} `json:"waiting_room"`
+		}
+		c.Must(t, "GET", roomPath(lot, ""), nil, false, nil).JSON(t, &pub)
+		if pub.WaitingRoom.Phase != "pre" || !pub.WaitingRoom.Lottery || len(pub.WaitingRoom.Commitment) != 64 {
+			t.Errorf("public view before the opening: %+v, want phase pre with a lottery and its commitment", pub.WaitingRoom)
+		}
 		r := c.Must(t, "GET", roomPath(lot, "/draw"), nil, false, nil)
 		var before struct {
 			Seed       *string `json:"seed"`

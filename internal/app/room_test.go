@@ -129,6 +129,13 @@ func TestRoomOff(t *testing.T) {
 		r = c.Must(t, "DELETE", "/api/v1/admin/items/"+itoa(id)+"/waiting-room", nil, true, nil)
 		wantError(t, "delete twice", r, http.StatusConflict, "no_waiting_room")
 
+		ended := createRoomItem(t, c, 3, map[string]any{"admit_per_second": 5}, func(m map[string]any) {
+			m["starts_at"] = time.Now().Add(-time.Hour).UTC()
+			m["ends_at"] = time.Now().Add(-time.Minute).UTC()
+		})
+		r = c.Must(t, "POST", roomPath(ended, "/queue"), map[string]string{"user_id": "ann"}, false, nil)
+		wantError(t, "join after ends_at", r, http.StatusConflict, "sale_ended")
+
 		// Strict input: 400 and nothing made.
 		for _, body := range []string{
 			`{"name":"x","stock":1,"waiting_room":{}}`,

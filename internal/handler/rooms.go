@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -60,6 +61,24 @@ type waitingRoomRequest struct {
 	PassTTLSeconds *int  `json:"pass_ttl_seconds"`
 	Lottery        *bool `json:"lottery"`
 	Paused         *bool `json:"paused"`
+}
+
+// logValue shows the fields given, for the audit log.
+func (r *waitingRoomRequest) logValue() slog.Value {
+	var attrs []slog.Attr
+	if r.AdmitPerSecond != nil {
+		attrs = append(attrs, slog.Int("admit_per_second", *r.AdmitPerSecond))
+	}
+	if r.PassTTLSeconds != nil {
+		attrs = append(attrs, slog.Int("pass_ttl_seconds", *r.PassTTLSeconds))
+	}
+	if r.Lottery != nil {
+		attrs = append(attrs, slog.Bool("lottery", *r.Lottery))
+	}
+	if r.Paused != nil {
+		attrs = append(attrs, slog.Bool("paused", *r.Paused))
+	}
+	return slog.GroupValue(attrs...)
 }
 
 func (r *waitingRoomRequest) change() rooms.Change {
@@ -210,7 +229,7 @@ func (h *Handler) setWaitingRoom(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
-	h.audit(c, "set_waiting_room", "item", id, "change", req)
+	h.audit(c, "set_waiting_room", "item", id, "change", req.logValue())
 	h.adminItem(c)
 }
 
