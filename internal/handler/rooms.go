@@ -254,8 +254,8 @@ func (h *Handler) deleteWaitingRoom(c *gin.Context) {
 
 // checkPass is the order path's pass check for a roomed item: the pass's
 // ticket (0 when the item has no room), or false once it has answered a
-// refusal. A keyed retry of an order already taken passes whatever its pass
-// says now (its answer is replayed).
+// refusal. A keyed retry of an order already taken passes with its pass
+// expired since (its answer is replayed).
 func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (int64, bool) {
 	if h.cfg.Rooms == nil || !h.cfg.Rooms.Roomed(req.ItemID) {
 		return 0, true
@@ -269,7 +269,9 @@ func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (int64, bool
 	if err == nil {
 		return p.Ticket, true
 	}
-	if h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
+	// Only a genuine pass that has expired can be a retry's: the database
+	// is not asked on behalf of forged ones.
+	if errors.Is(err, room.ErrPassExpired) && h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
 		return 0, true
 	}
 	h.writeError(c, err)
