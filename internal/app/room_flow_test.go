@@ -96,11 +96,16 @@ func TestRoomPaused(t *testing.T) {
 		if v := roomAdminView(t, c, id); !v.WaitingRoom.Paused || v.WaitingRoom.Admitted != 0 {
 			t.Errorf("paused admin view: %+v", v.WaitingRoom)
 		}
-		r := c.Must(t, "PUT", "/api/v1/admin/items/"+itoa(id)+"/waiting-room", map[string]any{"paused": false, "admit_per_second": 50}, true, nil)
+		r := c.Must(t, "PUT", "/api/v1/admin/items/"+itoa(id)+"/waiting-room",
+			map[string]any{"paused": false, "admit_per_second": 50, "pass_ttl_seconds": 20}, true, nil)
 		if r.Status != http.StatusOK {
 			t.Fatalf("unpause: got %d %s", r.Status, r.Body)
 		}
-		awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+		got := awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+		// The new TTL (20 s, the default being 60) holds for this admission.
+		if left := time.Until(*got.PassExpiresAt); left > 21*time.Second || left <= 0 {
+			t.Errorf("pass admitted after the TTL became 20 s expires in %v", left)
+		}
 		if v := roomAdminView(t, c, id); v.WaitingRoom.AdmitPerSecond != 50 || v.WaitingRoom.Paused {
 			t.Errorf("after PUT: %+v, want R 50 unpaused", v.WaitingRoom)
 		}
