@@ -142,6 +142,7 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 
 	taken := plannedTaken(it.Stock, it.Sold, inFlight)
 	built := randomHex(6)
+	keptBy := make([][]held, k)
 	for b, bk := range bks {
 		keys := g.keys.Bucket(bk)
 		ks := []string{keys.Meta, keys.Buyers, keys.Released, keys.Out, staged[b].buyers, staged[b].released}
@@ -155,13 +156,93 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 			return kept, Error("rebuild: install bucket", err)
 		}
 		status, data, err := Reply(res)
-		if err != nil || status != "built" || len(data) != 1 {
+		if err != nil || status != "built" || len(data) < 1 {
 			return kept, fmt.Errorf("redis: rebuild: unexpected reply %v (%v)", res, err)
 		}
 		n, _ := data[0].(int64)
 		kept += n
+		keptBy[b] = keptHeld(heldBy[b], data[1:])
 	}
-	return kept, nil
+	return kept, g.finishHandBacks(ctx, it.ID, k, built, keptBy)
+}
+
+// keptHeld is those of hs whose order ids the install replied as kept.
+func keptHeld(hs []held, orders []any) []held {
+	ids := make(map[string]bool, len(orders))
+	for _, o := range orders {
+		if s, ok := o.(string); ok {
+			ids[s] = true
+		}
+	}
+	var out []held
+	for _, h := range hs {
+		if ids[h.order] {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// finishHandBacks finishes the hand-backs of reservations the rebuild
+// kept (keptBy[b]: in bucket b, installed in build built) that came after
+// their home bucket was installed: their void marker is set now, and was
+// not at the install. Such a hand-back whose release bucket was installed
+// later found it missing and released nothing; the install counted the
+// unit taken. So the unit is released here, in the build it was kept in,
+// and the buyer entry dropped, as the hand-back would have. The released
+// set makes it once with a hand-back's own release that came after the
+// release bucket's install; a rebuild since then answers 'stale' (it
+// counted the unit itself), a bucket lost since 'missing' (the next
+// rebuild will). A reservation whose release bucket is its home needs
+// nothing: its hand-back is one script.
+func (g *Gate) finishHandBacks(ctx context.Context, itemID int64, k int, built string, keptBy [][]held) error {
+	type check struct {
+		home Bucket
+		h    held
+		void *redis.IntCmd
+	}
+	var checks []check
+	for b, hs := range keptBy {
+		home := Bucket{Item: itemID, B: b, K: k}
+		for _, h := range hs {
+			if ReleaseBucket(itemID, k, h.order) != home {
+				checks = append(checks, check{home: home, h: h})
+			}
+		}
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range checks {
+			checks[i].void = p.Exists(ctx, g.keys.Bucket(checks[i].home).void(checks[i].h.order))
+		}
+		return nil
+	})
+	if err != nil {
+		return Error("rebuild: read hand-backs", err)
+	}
+	for _, c := range checks {
+		if c.void.Val() == 0 {
+			continue
+		}
+		rkeys := g.keys.Bucket(ReleaseBucket(itemID, k, c.h.order))
+		status, err := runStatus(ctx, g.rdb, releaseScript, "rebuild: finish hand-back", []string{rkeys.Meta, rkeys.Released}, c.h.order, built)
+		if err != nil {
+			return err
+		}
+		switch status {
+		case "stale":
+			continue // rebuilt since: that rebuild settled the entry too
+		case "released", "already", "missing":
+		default:
+			return statusError("rebuild: finish hand-back", itemID, status)
+		}
+		if _, err := runStatus(ctx, g.rdb, dropBuyerScript, "rebuild: finish hand-back", []string{g.keys.Bucket(c.home).Buyers}, c.h.user, c.h.order); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // heldIn reads a bucket's buyers hash, in pages, for the reservations it
