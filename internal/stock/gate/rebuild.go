@@ -78,7 +78,9 @@ type held struct{ user, order string }
 // temporary keys, and each bucket installed by one script. An installed
 // bucket of several serves its own buyers and units exactly; anything
 // that needs every bucket (a move, a sold-out answer) finds one missing
-// and waits for the rest.
+// and waits for the rest. A hand-back in an installed bucket whose unit
+// goes back to one not yet installed finds it missing; once every bucket
+// is installed, Rebuild gives those units back (finishHandBacks).
 //
 // The units: taken is sold plus what is in flight (queued, held); the free
 // units are spread evenly over the buckets, a bucket's held reservations
