@@ -3,12 +3,9 @@ package gate
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill/seckill/internal/stock"
 )
@@ -89,14 +86,8 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 	it := r.Item
 	k := max(1, it.Buckets)
 	bks := AllBuckets(it.ID, k)
-	_, err = g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, bk := range bks {
-			p.Del(ctx, g.keys.Bucket(bk).Meta)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, Error("rebuild: clear gate", err)
+	if err := g.clearMetas(ctx, bks); err != nil {
+		return 0, err
 	}
 	heldBy := make([][]held, k)
 	if r.KeepHeld {
@@ -165,7 +156,36 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 		kept += n
 		keptBy[b] = keptHeld(heldBy[b], data[1:])
 	}
-	return kept, g.finishHandBacks(ctx, it.ID, k, built, keptBy)
+	if err := g.finishHandBacks(ctx, it.ID, k, built, keptBy); err != nil {
+		// A unit given up between two installs may still count as taken:
+		// the gate is not whole. Its metas go again, so the next caller
+		// rebuilds, and that install sees the void markers.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), clearTimeout)
+		defer cancel()
+		if cerr := g.clearMetas(cctx, bks); cerr != nil {
+			err = fmt.Errorf("%w (and the gate could not be cleared again: %w)", err, cerr)
+		}
+		return kept, err
+	}
+	return kept, nil
+}
+
+// clearTimeout bounds clearing a gate whose rebuild failed at its end.
+const clearTimeout = 5 * time.Second
+
+// clearMetas deletes the metas of bks: every script answers "missing" on
+// them until the next rebuild.
+func (g *Gate) clearMetas(ctx context.Context, bks []Bucket) error {
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, bk := range bks {
+			p.Del(ctx, g.keys.Bucket(bk).Meta)
+		}
+		return nil
+	})
+	if err != nil {
+		return Error("rebuild: clear gate", err)
+	}
+	return nil
 }
 
 // keptHeld is those of hs whose order ids the install replied as kept.
@@ -385,58 +405,4 @@ func (s *stager) flush() error {
 		return Error("rebuild: stage", err)
 	}
 	return nil
-}
-
-// RebuildTimeout bounds one rebuild of a gate from the database, detached
-// from the request that started it (see Builds).
-const RebuildTimeout = 2 * time.Minute
-
-// Builds runs one gate rebuild per item at a time in this process. A
-// rebuild runs apart from the request that needs it (with RebuildTimeout),
-// so a large one is not cut short by the first caller's deadline and
-// started over by the next; each caller waits for it until its own
-// context ends, and then gets stock.ErrUnavailable (503) while the rebuild
-// goes on. The zero value is ready; Close stops the rebuilds under way and
-// waits for them.
-type Builds struct {
-	group singleflight.Group
-	wg    sync.WaitGroup
-	once  sync.Once
-	stop  context.Context
-	halt  context.CancelFunc
-}
-
-func (b *Builds) init() {
-	b.once.Do(func() { b.stop, b.halt = context.WithCancel(context.Background()) })
-}
-
-// Do runs build for item id, unless a rebuild of it is under way here
-// already, and waits for that one.
-func (b *Builds) Do(ctx context.Context, id int64, build func(ctx context.Context) error) error {
-	b.init()
-	done := make(chan error, 1)
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		_, err, _ := b.group.Do(strconv.FormatInt(id, 10), func() (any, error) {
-			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RebuildTimeout)
-			defer cancel()
-			defer context.AfterFunc(b.stop, cancel)()
-			return nil, build(bctx)
-		})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("item %d: its gate is being rebuilt from the database; try again: %w: %w", id, stock.ErrUnavailable, ctx.Err())
-	}
-}
-
-// Close stops the rebuilds under way and waits for them.
-func (b *Builds) Close() {
-	b.init()
-	b.halt()
-	b.wg.Wait()
 }
