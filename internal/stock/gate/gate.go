@@ -158,11 +158,12 @@ func (g *Gate) HandBack(ctx context.Context, bk Bucket, userID, orderID, soldOut
 	case status != "released" && status != "already" && status != "missing":
 		return false, statusError("hand back: release", bk.Item, status)
 	}
-	// 'missing': the release bucket is lost, or not yet installed by the
-	// rebuild under way. Lost: the item is rebuilt whole, and without the
-	// entry (or with the void marker) the rebuild counts the unit free.
-	// Not yet installed: the rebuild kept the reservation in bk, and
-	// releases its unit once every bucket is installed.
+	// 'missing': the release bucket is lost, or cleared by a rebuild under
+	// way, and the item is rebuilt whole. If the check above came before
+	// that rebuild's install of bk, the install finds the void marker (or
+	// no entry) and counts the unit free; if after, the install kept the
+	// reservation, and the rebuild releases its unit once every bucket is
+	// installed (finishHandBacks).
 	if _, err := runStatus(ctx, g.rdb, dropBuyerScript, "hand back: drop buyer", []string{bkeys.Buyers}, userID, orderID); err != nil {
 		return false, err
 	}
