@@ -29,13 +29,15 @@ func TestHandBackRacingRebuildIsExact(t *testing.T) {
 				}
 			}
 		}
+		r.firedEverywhere(t, k)
 	})
 }
 
 // TestTwoHandBacksRacingRebuildAreExact: two hand-backs of one item of
 // three buckets, on two bucket pairs, race its rebuild. A schedule puts a
 // hand-back's check at one of the rebuild's coarse points (before it,
-// after its clear, before each install, after the installs, after it) and
+// after its clear, before each install, after the installs, before the
+// rebuild's own release of a hand-back's unit, after it) and
 // its release and drop at the same or a later one. Both run each schedule
 // together, and each runs every schedule while the other runs in its
 // window: its check after its home bucket is installed and its release
@@ -49,7 +51,7 @@ func TestTwoHandBacksRacingRebuildAreExact(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		r := newRaceRig(t, b)
 		const k = 3
-		coarse := []int{pointBeforeClear(), pointRead(0), pointInstall(k, 0), pointInstall(k, 1), pointInstall(k, 2), pointInstalled(k), pointDone(k)}
+		coarse := []int{pointBeforeClear(), pointRead(0), pointInstall(k, 0), pointInstall(k, 1), pointInstall(k, 2), pointInstalled(k), pointFinish(k), pointDone(k)}
 		var scheds [][]int
 		for _, s := range schedules(coarse, 2) {
 			scheds = append(scheds, []int{s[0], s[1], s[1]})
@@ -73,6 +75,7 @@ func TestTwoHandBacksRacingRebuildAreExact(t *testing.T) {
 				two(window(pairs[0]), at)
 			}
 		}
+		r.firedEverywhere(t, k)
 	})
 }
 

@@ -27,12 +27,14 @@ var errCut = errors.New("test: the hand-back was cut short here")
 
 // The rebuild's points, for an item of k buckets: before it starts, before
 // it reads bucket b's held reservations, before it installs bucket b,
-// after the last install returned, after Rebuild returned.
+// after the last install returned, before the rebuild's own release of a
+// hand-back's unit (if it has one to release), after Rebuild returned.
 func pointBeforeClear() int     { return 0 }
 func pointRead(b int) int       { return 1 + b }
 func pointInstall(k, b int) int { return 1 + k + b }
 func pointInstalled(k int) int  { return 1 + 2*k }
-func pointDone(k int) int       { return 2 + 2*k }
+func pointFinish(k int) int     { return 2 + 2*k }
+func pointDone(k int) int       { return 3 + 2*k }
 
 func pointName(k, p int) string {
 	switch {
@@ -44,6 +46,8 @@ func pointName(k, p int) string {
 		return fmt.Sprintf("install%d", p-pointInstall(k, 0))
 	case p == pointInstalled(k):
 		return "installed"
+	case p == pointFinish(k):
+		return "finishing"
 	}
 	return "done"
 }
@@ -151,6 +155,9 @@ func (h *pointHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 					h.at(pointInstall(h.k, b))
 					installed = b
 				}
+				if len(args) > 3 && (args[1] == releaseScript.Hash() || args[1] == releaseSrc) && args[3] == keys.Meta {
+					h.at(pointFinish(h.k))
+				}
 			}
 		}
 		err := next(ctx, cmd)
@@ -237,6 +244,8 @@ type raceRig struct {
 	// must leave the gate missing; the next rebuild must be exact.
 	failVoids   bool
 	voidsFailed int // rebuilds that failed so
+	// fired: the points the rebuild's hook stopped at, over every case.
+	fired map[int]bool
 	// One gate per hand-back of a case, each on its own client whose hook
 	// runs the case's stepper.
 	others []*Gate
@@ -270,7 +279,7 @@ func newRaceRig(t *testing.T, b testenv.Backend) *raceRig {
 			t.Errorf("the slot check saw %d scripts, want every hand-back's and rebuild's: is it hooked?", n)
 		}
 	})
-	return &raceRig{t: t, b: b, g: New(rdb, keys, pipe, nil), hook: hook, slots: slots, nextID: 100}
+	return &raceRig{t: t, b: b, g: New(rdb, keys, pipe, nil), hook: hook, slots: slots, nextID: 100, fired: map[int]bool{}}
 }
 
 // run sells one unit of a new item of k buckets in the database, holds one
@@ -325,7 +334,11 @@ func (r *raceRig) run(t *testing.T, k int, hbs []raceHandBack) {
 		}
 	}
 	advance(pointBeforeClear())
-	r.hook.item, r.hook.k, r.hook.at, r.hook.failVoids = id, k, advance, r.failVoids
+	stop := func(p int) {
+		r.fired[p] = true
+		advance(p)
+	}
+	r.hook.item, r.hook.k, r.hook.at, r.hook.failVoids = id, k, stop, r.failVoids
 	_, err := r.g.Rebuild(ctx, snap)
 	r.hook.at = nil
 	advance(pointDone(k))
@@ -389,4 +402,16 @@ func allPoints(k int) []int {
 		pts = append(pts, p)
 	}
 	return pts
+}
+
+// firedEverywhere fails t unless the rebuild's hook stopped at each of its
+// points of an item of k buckets (those between its start and its end)
+// in some case: a point never reached would leave its interleavings
+// untested.
+func (r *raceRig) firedEverywhere(t *testing.T, k int) {
+	for p := pointRead(0); p < pointDone(k); p++ {
+		if !r.fired[p] {
+			t.Errorf("the rebuild never stopped at point %s: is the hook reading the right commands?", pointName(k, p))
+		}
+	}
 }
