@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/queue"
 )
@@ -125,6 +126,11 @@ type Config struct {
 	// DefaultPaymentTimeout; zero (as in a Config built in code) means
 	// orders never expire.
 	PaymentTimeout time.Duration
+	// RoomPoWBits turns on the proof-of-work of joining a waiting room:
+	// a join must show a nonce whose SHA-256 with a signed challenge has
+	// this many leading zero bits, 0 to room.MaxPoWBits
+	// (SECKILL_ROOM_POW_BITS). Default 0, off.
+	RoomPoWBits int
 }
 
 // timeouts resolves the request, lock wait and database write bounds,
@@ -246,6 +252,9 @@ func (c *Config) settings() []setting {
 			"`appendonly yes` and `appendfsync always`)", str: &c.AsyncDurability, def: DefaultAsyncDurability},
 		{env: "SECKILL_PAYMENT_TIMEOUT", flag: "payment-timeout", help: "how long an order may stay unpaid; then it is cancelled and its unit returned to stock; " +
 			"`0` = orders never expire", dur: &c.PaymentTimeout, def: dur(DefaultPaymentTimeout)},
+		{env: "SECKILL_ROOM_POW_BITS", flag: "room-pow-bits", help: fmt.Sprintf("proof-of-work of joining a waiting room: leading zero bits "+
+			"(0 to %d; each one doubles a browser's work, 16 is about a second) the page must find before it joins; `0` = off", room.MaxPoWBits),
+			integer: &c.RoomPoWBits, def: fmt.Sprint(DefaultRoomPoWBits)},
 	}
 }
 
@@ -392,6 +401,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AdminAddr != "" && c.AdminAddr == c.Addr {
 		problems = append(problems, fmt.Errorf("SECKILL_ADMIN_ADDR=%q: must differ from SECKILL_ADDR", c.AdminAddr))
+	}
+	if c.RoomPoWBits < 0 || c.RoomPoWBits > room.MaxPoWBits {
+		problems = append(problems, fmt.Errorf("SECKILL_ROOM_POW_BITS=%d: want 0 (off) to %d", c.RoomPoWBits, room.MaxPoWBits))
 	}
 	if c.Pprof && c.AdminAddr == "" {
 		problems = append(problems, errors.New("SECKILL_PPROF=true needs SECKILL_ADMIN_ADDR: profiles are served on the admin listener only"))
