@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strconv"
 	"time"
 
 	"github.com/seckill/seckill/internal/stock"
@@ -196,6 +197,18 @@ func PoWZeroBits(challenge, nonce string) int {
 	b = append(b, nonce...)
 	sum := sha256.Sum256(b)
 	return bits.LeadingZeros32(binary.BigEndian.Uint32(sum[:4]))
+}
+
+// SolvePoW is a client's side: the first nonce, counting from 0, that
+// solves challenge with bits of work, as the page's solver (pow.js) finds
+// it. It takes about 2^bits hashes (16 bits: a few milliseconds here); the
+// load harness and the tests solve with it.
+func SolvePoW(challenge string, bits int) string {
+	for n := uint64(0); ; n++ {
+		if nonce := strconv.FormatUint(n, 10); PoWZeroBits(challenge, nonce) >= bits {
+			return nonce
+		}
+	}
 }
 
 // decimal says whether s is 1 to MaxNonceLen ASCII digits.

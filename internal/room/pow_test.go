@@ -22,19 +22,16 @@ func challenge(t testing.TB, k room.PassKey, item int64, user string, bits int, 
 	return c, exp
 }
 
-// solve finds the first nonce from 0 up whose hash has exactly the wanted
-// leading zero bits when exact, or at least them otherwise, as a client
-// would (exact finds a nonce just short of a higher requirement).
-func solve(t testing.TB, c string, bits int, exact bool) string {
+// short finds a nonce whose hash has exactly bits leading zero bits: one
+// short of bits+1.
+func short(t testing.TB, c string, bits int) string {
 	t.Helper()
 	for n := uint64(0); n < 1<<30; n++ {
-		nonce := strconv.FormatUint(n, 10)
-		z := room.PoWZeroBits(c, nonce)
-		if z == bits || !exact && z > bits {
+		if nonce := strconv.FormatUint(n, 10); room.PoWZeroBits(c, nonce) == bits {
 			return nonce
 		}
 	}
-	t.Fatalf("no nonce for %d bits", bits)
+	t.Fatalf("no nonce with exactly %d zero bits", bits)
 	return ""
 }
 
@@ -50,9 +47,15 @@ func TestPoWRoundTrip(t *testing.T) {
 	if len(c) > 100 {
 		t.Errorf("challenge is %d characters, want a compact one (<= 100)", len(c))
 	}
-	nonce := solve(t, c, 12, false)
+	nonce := room.SolvePoW(c, 12)
 	if z := room.PoWZeroBits(c, nonce); z < 12 {
-		t.Fatalf("the solver's nonce %s has %d zero bits", nonce, z)
+		t.Fatalf("SolvePoW's nonce %s has %d zero bits", nonce, z)
+	}
+	n, _ := strconv.Atoi(nonce)
+	for i := range n {
+		if room.PoWZeroBits(c, strconv.Itoa(i)) >= 12 {
+			t.Fatalf("SolvePoW answered %s, but %d comes first and works", nonce, i)
+		}
 	}
 	if err := room.VerifyPoW(k, c, nonce, 42, "alice", 12, passNow); err != nil {
 		t.Fatalf("VerifyPoW of a good solution: %v", err)
@@ -76,12 +79,12 @@ func TestPoWRejections(t *testing.T) {
 	k := testKey(t, 'k')
 	const bits = 10
 	c, exp := challenge(t, k, 42, "alice", bits, passNow)
-	good := solve(t, c, bits, false)
-	short := solve(t, c, bits-1, true) // one bit short of the requirement
+	good := room.SolvePoW(c, bits)
+	oneShort := short(t, c, bits-1)
 	other, _ := challenge(t, testKey(t, 'o'), 42, "alice", bits, passNow)
-	otherGood := solve(t, other, bits, false)
+	otherGood := room.SolvePoW(other, bits)
 	easy, _ := challenge(t, k, 42, "alice", bits-2, passNow)
-	easyButEnough := solve(t, easy, bits, false) // enough work, but the challenge asked for less
+	easyButEnough := room.SolvePoW(easy, bits) // enough work, but the challenge asked for less
 	pass := issue(t, k, samplePass)
 	flip := []byte(c)
 	flip[len(flip)/2] ^= 1
@@ -96,7 +99,7 @@ func TestPoWRejections(t *testing.T) {
 		{"no challenge", "", good, 42, "alice", passNow, room.ErrPoWRequired},
 		{"no challenge nor nonce", "", "", 42, "alice", passNow, room.ErrPoWRequired},
 		{"no nonce", c, "", 42, "alice", passNow, room.ErrPoWBadNonce},
-		{"too few zero bits", c, short, 42, "alice", passNow, room.ErrPoWTooEasy},
+		{"too few zero bits", c, oneShort, 42, "alice", passNow, room.ErrPoWTooEasy},
 		{"issued for fewer bits", easy, easyButEnough, 42, "alice", passNow, room.ErrPoWTooEasy},
 		{"expired at expiry", c, good, 42, "alice", exp, room.ErrPoWExpired},
 		{"expired after", c, good, 42, "alice", exp.Add(time.Hour), room.ErrPoWExpired},
@@ -199,7 +202,7 @@ func TestPoWBadArguments(t *testing.T) {
 func FuzzVerifyPoW(f *testing.F) {
 	k := testKey(f, 'k')
 	c, _ := challenge(f, k, 42, "alice", 4, passNow)
-	f.Add(c, solve(f, c, 4, false))
+	f.Add(c, room.SolvePoW(c, 4))
 	f.Add(c, "0")
 	f.Add(c+"A", "1")
 	f.Add(c[:10], "123")
@@ -270,7 +273,7 @@ func TestPoWMACComparedInConstantTime(t *testing.T) {
 func BenchmarkVerifyPoW(b *testing.B) {
 	k := testKey(b, 'k')
 	c, _ := challenge(b, k, 42, "alice", 8, passNow)
-	nonce := solve(b, c, 8, false)
+	nonce := room.SolvePoW(c, 8)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := room.VerifyPoW(k, c, nonce, 42, "alice", 8, passNow); err != nil {
