@@ -191,10 +191,6 @@
     }
   }
 
-  function placeWords(n) {
-    return n === 1 ? "1 person" : n + " people";
-  }
-
   // renderRoom shows the room's part of the page from the item view and the
   // ticket's last status; #room's data-state names what it shows.
   function renderRoom() {
@@ -206,8 +202,8 @@
     $("buy").hidden = !!wr && !admitted;
     if (!wr) return;
     text("room-note", wr.lottery
-      ? "This sale has a waiting room. Everyone who joins before the opening is put in a random order by a draw you can check; later arrivals queue behind them. Each is let in to buy in turn."
-      : "This sale has a waiting room: you are let in to buy in the order you joined.");
+      ? "Everyone who joins before the opening is put in a random order by a draw anyone can check; later arrivals queue behind them. Each is let in to buy in turn."
+      : "Everyone is let in to buy in turn, in the order they joined.");
     const state = !ticket ? "none" : !status ? "joining" : status.state === "waiting" && !status.drawn ? "pre" : status.state;
     room.dataset.state = state;
     delete $("room-state").dataset.problem;
@@ -229,7 +225,7 @@
       text("q-eta", "after the draw");
     } else if (state === "waiting") {
       text("q-position", status.position);
-      text("q-ahead", placeWords(status.ahead));
+      text("q-ahead", status.ahead);
       text("q-eta", status.eta_seconds < 0 ? "not known yet" : status.eta_seconds === 0 ? "any moment" : "about " + span(status.eta_seconds * 1000));
     }
     tick();
