@@ -273,8 +273,7 @@
     text("live-rejections-since", "Counted by this instance since " + when(ev.rejections_since) + ", while a live view is open.");
     seckillLive.rejections($("live-rejections"), ev.rejections);
     // The stats carry the room's counters while the item has one.
-    const wr = "waiting_room" in ev ? ev.waiting_room : "waiting_room" in it ? it.waiting_room : current.waiting_room;
-    current.waiting_room = wr || null;
+    current.waiting_room = ev.waiting_room || null;
     showRoom(current.waiting_room, t);
     if (ev.queue) {
       text("q-queued", ev.queue.queued);
