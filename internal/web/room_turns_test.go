@@ -1,0 +1,137 @@
+package web_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// The waiting room's turns on the sale page that TestSaleWaitingRoomInBrowser
+// does not take: a pass left to expire, an outage, token mode.
+
+// TestSaleWaitingRoomPassExpires: an admitted buyer who does not buy sees
+// the pass count down, then that the turn has passed; the Buy button goes.
+func TestSaleWaitingRoomPassExpires(t *testing.T) {
+	br := newBrowser(t)
+	_, c := apptest.Start(t, testenv.Embedded(t))
+	id := roomItem(t, c, "Fujifilm X100VI", 159900, 3, nil,
+		map[string]any{"admit_per_second": 10, "pass_ttl_seconds": 5, "lottery": false})
+	tb := br.tab(t)
+	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
+	tb.wait("the waiting room", `document.getElementById("room").dataset.state === "none"`)
+	if got := tb.text("#room-note"); !strings.Contains(got, "in the order they joined") {
+		t.Errorf("room note without a draw: got %q", got)
+	}
+	tb.do("join", keys("#user-id", "wang.fang"), click("#join"))
+	tb.wait("the turn", `document.getElementById("room").dataset.state === "admitted"`)
+	tb.wait("the pass's countdown", `/^Your pass is good for [0-9]s more/.test(document.getElementById("pass-expiry").textContent)`)
+	tb.waitUpTo("the pass to expire", `document.getElementById("room").dataset.state === "expired"`, 20*time.Second)
+	if got := tb.text("#result"); !strings.Contains(got, "Your pass expired before you bought.") {
+		t.Errorf("after the pass expired: got %q", got)
+	}
+	if visible(tb, "buy") || visible(tb, "join") || visible(tb, "pass-expiry") {
+		t.Errorf("expired: Buy shown %v, Join shown %v, pass shown %v; want none", visible(tb, "buy"), visible(tb, "join"), visible(tb, "pass-expiry"))
+	}
+	if it := c.AdminItem(t, id); it.Sold != 0 {
+		t.Errorf("sold: got %d, want 0", it.Sold)
+	}
+	tb.clean()
+}
+
+// TestSaleWaitingRoomOutage: while Redis fails, a join is refused in words
+// (nothing joined, try again) and the page's polling says it could not
+// read the place and keeps it; once Redis is back the page carries on, the
+// buyer is let in when admission resumes, and buys.
+func TestSaleWaitingRoomOutage(t *testing.T) {
+	br := newBrowser(t)
+	b := testenv.Embedded(t)
+	_, c := apptest.Start(t, b)
+	id := roomItem(t, c, "Nintendo Switch 2", 46999, 2, nil,
+		map[string]any{"admit_per_second": 10, "pass_ttl_seconds": 60, "lottery": false})
+	pause := func(paused bool) {
+		t.Helper()
+		r := c.Must(t, "PUT", fmt.Sprintf("/api/v1/admin/items/%d/waiting-room", id), map[string]any{"paused": paused}, true, nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("pause %v: got %d %s, want 200", paused, r.Status, r.Body)
+		}
+	}
+	pause(true)
+	tb := br.tab(t)
+	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
+	tb.wait("the waiting room", `document.getElementById("room").dataset.state === "none"`)
+
+	b.Mini.SetError("ERR the test's Redis outage")
+	tb.do("join during the outage", keys("#user-id", "zhao.lei"), click("#join"))
+	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "unavailable"`)
+	if got := tb.text("#result"); !strings.Contains(got, "The queue is busy right now.") || !strings.Contains(got, "You have not joined yet") {
+		t.Errorf("join during an outage: got %q", got)
+	}
+	if got := roomState(tb); got != "none" || !visible(tb, "join") {
+		t.Errorf("after a refused join: room state %q, Join shown %v; want none and the button", got, visible(tb, "join"))
+	}
+	b.Mini.SetError("")
+	tb.do("join again", click("#join"))
+	tb.wait("in line", `document.getElementById("room").dataset.state === "waiting"`)
+	if got := tb.text("#result"); got != "" {
+		t.Errorf("after joining: result %q, want none", got)
+	}
+
+	b.Mini.SetError("ERR the test's Redis outage")
+	tb.wait("the polling's trouble", `document.getElementById("room-state").dataset.problem === "true"`)
+	if got := tb.text("#room-state"); !strings.Contains(got, "Your place could not be read just now") || !strings.Contains(got, "Your place is kept.") {
+		t.Errorf("polling during an outage: got %q", got)
+	}
+	b.Mini.SetError("")
+	tb.wait("back in line", `document.getElementById("room").dataset.state === "waiting" && !document.getElementById("room-state").dataset.problem`)
+
+	pause(false)
+	tb.wait("the turn", `document.getElementById("room").dataset.state === "admitted"`)
+	tb.do("buy", click("#buy"))
+	tb.wait("the order", `document.getElementById("result").dataset.outcome === "created"`)
+	if got := tb.text("#result"); !strings.Contains(got, "for zhao.lei.") {
+		t.Errorf("the buy: got %q", got)
+	}
+	tb.clean()
+}
+
+// TestSaleWaitingRoomUserToken: in JWT mode the page joins the queue with
+// the user's token (kept nowhere but the field) and buys with it and the
+// pass.
+func TestSaleWaitingRoomUserToken(t *testing.T) {
+	br := newBrowser(t)
+	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.UserJWTSecret = jwtSecret })
+	id := roomItem(t, c, "DJI Mini 4 Pro", 75900, 5, nil,
+		map[string]any{"admit_per_second": 10, "pass_ttl_seconds": 60, "lottery": true})
+	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256,
+		jwt.MapClaims{"sub": "tokenuser", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(jwtSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := br.tab(t)
+	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
+	tb.wait("the waiting room", `document.getElementById("room").dataset.state === "none"`)
+	tb.do("join with a bad token", keys("#user-token", "not-a-token"), click("#join"))
+	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "unauthorized"`)
+	tb.do("join", clearValue("#user-token"), keys("#user-token", signed), click("#join"))
+	tb.wait("the turn", `document.getElementById("room").dataset.state === "admitted"`)
+	tb.do("buy", click("#buy"))
+	tb.wait("the order", `document.getElementById("result").dataset.outcome === "created"`)
+	if got := tb.text("#result"); !strings.Contains(got, "for tokenuser.") {
+		t.Errorf("the buy: got %q", got)
+	}
+	var storage string
+	tb.eval(`JSON.stringify(Object.assign({}, sessionStorage, localStorage))`, &storage)
+	if strings.Contains(storage, signed) {
+		t.Errorf("the user token is in the page's storage: %s", storage)
+	}
+	tb.clean()
+}
