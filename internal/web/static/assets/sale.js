@@ -191,6 +191,16 @@
     }
   }
 
+  // etaWords is an ETA in seconds, rounded as an estimate should be.
+  function etaWords(s) {
+    if (s < 0) return "not known yet";
+    if (s === 0) return "any moment";
+    if (s < 60) return "about " + s + "s";
+    if (s < 3600) return "about " + Math.round(s / 60) + " min";
+    const m = Math.round(s / 600) * 10; // to 10 minutes
+    return "about " + Math.floor(m / 60) + " h" + (m % 60 ? " " + (m % 60) + " min" : "");
+  }
+
   // renderRoom shows the room's part of the page from the item view and the
   // ticket's last status; #room's data-state names what it shows.
   function renderRoom() {
@@ -226,7 +236,7 @@
     } else if (state === "waiting") {
       text("q-position", status.position);
       text("q-ahead", status.ahead);
-      text("q-eta", status.eta_seconds < 0 ? "not known yet" : status.eta_seconds === 0 ? "any moment" : "about " + span(status.eta_seconds * 1000));
+      text("q-eta", etaWords(status.eta_seconds));
     }
     tick();
   }
