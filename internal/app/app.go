@@ -127,6 +127,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	a.rooms.Start()
 	hcfg.Rooms = a.rooms
+	if cfg.RoomPoWBits > 0 {
+		if hcfg.RoomChallenge, hcfg.RoomPoW, err = roomPoW(key, cfg.RoomPoWBits, log); err != nil {
+			return nil, err
+		}
+	}
 	// /readyz is public: its checks are cached (see readinessCache), with
 	// the handler's default bound on one check.
 	shop := readyShop{Service: a.service, ready: newReadinessCache(a.service, readinessTTL, time.Second)}

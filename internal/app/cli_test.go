@@ -80,6 +80,11 @@ func TestParseConfig(t *testing.T) {
 		{"payment timeout by flag", nil, []string{"-payment-timeout", "30s"}, nil},
 		{"negative payment timeout", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "-1m"}, nil,
 			[]string{"SECKILL_PAYMENT_TIMEOUT=-1m0s: must not be negative (0 = orders never expire)"}},
+		{"room proof-of-work on", map[string]string{"SECKILL_ROOM_POW_BITS": "16"}, nil, nil},
+		{"room proof-of-work at its most", nil, []string{"-room-pow-bits", "32"}, nil},
+		{"room proof-of-work too hard", map[string]string{"SECKILL_ROOM_POW_BITS": "33"}, nil, []string{"SECKILL_ROOM_POW_BITS=33: want 0 (off) to 32"}},
+		{"room proof-of-work negative", nil, []string{"-room-pow-bits", "-1"}, []string{"SECKILL_ROOM_POW_BITS=-1: want 0 (off) to 32"}},
+		{"room proof-of-work not a number", map[string]string{"SECKILL_ROOM_POW_BITS": "lots"}, nil, []string{`SECKILL_ROOM_POW_BITS="lots": not an integer`}},
 		{"payment timeout not a duration", map[string]string{"SECKILL_PAYMENT_TIMEOUT": "soon"}, nil, []string{`SECKILL_PAYMENT_TIMEOUT="soon"`}},
 	}
 	for _, tc := range cases {

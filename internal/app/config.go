@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/queue"
 )
@@ -133,6 +134,11 @@ type Config struct {
 	// RoomPassFactor caps a room's admitted-and-unused passes at this
 	// times the remaining stock (SECKILL_ROOM_PASS_FACTOR). Default 1.
 	RoomPassFactor string
+	// RoomPoWBits turns on the proof-of-work of joining a waiting room:
+	// a join must show a nonce whose SHA-256 with a signed challenge has
+	// this many leading zero bits, 0 to room.MaxPoWBits
+	// (SECKILL_ROOM_POW_BITS). Default 0, off.
+	RoomPoWBits int
 }
 
 // timeouts resolves the request, lock wait and database write bounds,
@@ -259,6 +265,9 @@ func (c *Config) settings() []setting {
 			doc: "empty: made once and kept in the database, shared by every instance on it"},
 		{env: "SECKILL_ROOM_PASS_FACTOR", flag: "room-pass-factor", help: "a waiting room's admitted-and-unused passes are at most this times the remaining stock (0.1 to 100)",
 			str: &c.RoomPassFactor, def: "1"},
+		{env: "SECKILL_ROOM_POW_BITS", flag: "room-pow-bits", help: fmt.Sprintf("proof-of-work of joining a waiting room: leading zero bits "+
+			"(0 to %d; each one doubles a browser's work, 16 is about a second) the page must find before it joins; `0` = off", room.MaxPoWBits),
+			integer: &c.RoomPoWBits, def: fmt.Sprint(DefaultRoomPoWBits)},
 	}
 }
 
@@ -415,6 +424,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AdminAddr != "" && c.AdminAddr == c.Addr {
 		problems = append(problems, fmt.Errorf("SECKILL_ADMIN_ADDR=%q: must differ from SECKILL_ADDR", c.AdminAddr))
+	}
+	if c.RoomPoWBits < 0 || c.RoomPoWBits > room.MaxPoWBits {
+		problems = append(problems, fmt.Errorf("SECKILL_ROOM_POW_BITS=%d: want 0 (off) to %d", c.RoomPoWBits, room.MaxPoWBits))
 	}
 	if c.Pprof && c.AdminAddr == "" {
 		problems = append(problems, errors.New("SECKILL_PPROF=true needs SECKILL_ADMIN_ADDR: profiles are served on the admin listener only"))

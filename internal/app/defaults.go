@@ -70,6 +70,9 @@ const (
 	// DefaultPaymentTimeout is the payment deadline of an order unless
 	// SECKILL_PAYMENT_TIMEOUT says otherwise.
 	DefaultPaymentTimeout = 15 * time.Minute
+	// DefaultRoomPoWBits: the proof-of-work of joining a waiting room is
+	// off unless SECKILL_ROOM_POW_BITS turns it on.
+	DefaultRoomPoWBits = 0
 )
 
 // shortDuration writes d as a person would: 15m, not 15m0s.

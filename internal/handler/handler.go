@@ -75,8 +75,11 @@ type Config struct {
 	// Rooms runs the waiting rooms (issue 21). Default nil: no item has a
 	// room, and setting one up is refused.
 	Rooms Rooms
-	// RoomPoW checks a join's proof-of-work. Default nil: off.
-	RoomPoW PoWCheck
+	// RoomPoW checks a join's proof-of-work, and RoomChallenge issues the
+	// challenges (GET /api/v1/items/{id}/queue/challenge). Default nil:
+	// off; set both or neither.
+	RoomPoW       PoWCheck
+	RoomChallenge PoWIssue
 }
 
 // MaxBodyBytes caps request bodies; a larger one gets 413.
@@ -175,6 +178,7 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	get(api, "/items/:id", h.publicItem)
 	api.POST("/items/:id/orders", h.tallyOrders, h.placeOrder)
 	api.POST("/items/:id/queue", h.joinQueue)
+	get(api, "/items/:id/queue/challenge", h.queueChallenge)
 	get(api, "/items/:id/queue/:ticket", h.queueStatus)
 	get(api, "/items/:id/draw", h.roomDraw)
 	get(api, "/orders/:id", h.getOrder)

@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/stock"
 )
 
@@ -47,6 +48,8 @@ func concretePath(route string) string {
 		p = strings.Replace(p, ":id", "0190a0c2-0000-7000-8000-000000000001", 1)
 	case strings.HasSuffix(p, "/profile"), strings.HasSuffix(p, "/trace"):
 		p += "?seconds=1"
+	case strings.HasSuffix(p, "/queue/challenge"):
+		p += "?user_id=alice"
 	}
 	r := strings.NewReplacer(":id", "1", ":file", "app.css", ":profile", "heap", ":ticket", "t")
 	return r.Replace(p)
@@ -93,11 +96,12 @@ var headersCompared = []string{"Content-Type", "Content-Length", "Cache-Control"
 // route has a HEAD route, and a HEAD gets the GET's status and headers and
 // no body (read off the wire), the live stream included, which ends at once.
 func TestHeadWhereverGet(t *testing.T) {
+	issue, check := powConfig(room.GeneratePassKey())
 	for _, separate := range []bool{false, true} {
 		// A minute for a request: a HEAD stream that did not end would
 		// outlast rawHead's deadline.
 		h := newTestHandler(t, answeringShop(), Config{Metrics: metrics.New(nil), Pprof: true, SeparateAdmin: separate,
-			RequestTimeout: time.Minute, Rooms: answeringRooms{}})
+			RequestTimeout: time.Minute, Rooms: answeringRooms{}, RoomChallenge: issue, RoomPoW: check})
 		engines := map[string]*gin.Engine{"one listener": h.engine}
 		if separate {
 			engines = map[string]*gin.Engine{"public": h.engine, "admin": h.admin}
