@@ -3,6 +3,7 @@ package web_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,48 @@ func TestSaleWaitingRoomUserToken(t *testing.T) {
 	tb.eval(`JSON.stringify(Object.assign({}, sessionStorage, localStorage))`, &storage)
 	if strings.Contains(storage, signed) {
 		t.Errorf("the user token is in the page's storage: %s", storage)
+	}
+	tb.clean()
+}
+
+// TestSaleWaitingRoomProofOfWork: with proof-of-work on, the page's join is
+// refused (403 pow_required), so the page fetches a challenge, loads the
+// solver, solves it, and joins; the buyer is let in and buys.
+func TestSaleWaitingRoomProofOfWork(t *testing.T) {
+	br := newBrowser(t)
+	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.RoomPoWBits = 10 })
+	id := roomItem(t, c, "Sony PlayStation 5 Pro", 69999, 5, nil,
+		map[string]any{"admit_per_second": 10, "pass_ttl_seconds": 60, "lottery": true})
+	// Proof-of-work is on: a join without one is refused.
+	if r := c.Must(t, "POST", fmt.Sprintf("/api/v1/items/%d/queue", id), map[string]string{"user_id": "no.puzzle"}, false, nil); r.Status != http.StatusForbidden || r.ErrorCode() != "pow_required" {
+		t.Fatalf("join without a proof-of-work: got %d %s, want 403 pow_required", r.Status, r.Body)
+	}
+	tb := br.tab(t)
+	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
+	tb.wait("the waiting room", `document.getElementById("room").dataset.state === "none"`)
+	var loaded bool
+	tb.eval(`typeof seckillPoW !== "undefined"`, &loaded)
+	if loaded {
+		t.Error("the solver is loaded before any join asked for it")
+	}
+	tb.do("watch", chromedp.Evaluate[chromedp.Void](`window.said = [];
+		new MutationObserver(() => said.push(document.getElementById("result").textContent))
+			.observe(document.getElementById("result"), {childList: true, subtree: true});`),
+		keys("#user-id", "zhou.min"), click("#join"))
+	tb.wait("the turn", `document.getElementById("room").dataset.state === "admitted"`)
+	var said []string
+	tb.eval(`said`, &said)
+	if !slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, "solving a small puzzle") }) {
+		t.Errorf("the page did not say it was solving the puzzle: %q", said)
+	}
+	tb.eval(`typeof seckillPoW === "object"`, &loaded)
+	if !loaded {
+		t.Error("the solver was not loaded")
+	}
+	tb.do("buy", click("#buy"))
+	tb.wait("the order", `document.getElementById("result").dataset.outcome === "created"`)
+	if got := tb.text("#result"); !strings.Contains(got, "for zhou.min.") {
+		t.Errorf("the buy: got %q", got)
 	}
 	tb.clean()
 }
