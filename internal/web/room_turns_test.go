@@ -106,17 +106,22 @@ func TestSaleWaitingRoomOutage(t *testing.T) {
 
 // TestSaleWaitingRoomUserToken: in JWT mode the page joins the queue with
 // the user's token (kept nowhere but the field) and buys with it and the
-// pass.
+// pass; a buy with another user's token is refused in words.
 func TestSaleWaitingRoomUserToken(t *testing.T) {
 	br := newBrowser(t)
 	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.UserJWTSecret = jwtSecret })
 	id := roomItem(t, c, "DJI Mini 4 Pro", 75900, 5, nil,
 		map[string]any{"admit_per_second": 10, "pass_ttl_seconds": 60, "lottery": true})
-	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256,
-		jwt.MapClaims{"sub": "tokenuser", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(jwtSecret))
-	if err != nil {
-		t.Fatal(err)
+	token := func(user string) string {
+		t.Helper()
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256,
+			jwt.MapClaims{"sub": user, "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(jwtSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
+	signed, other := token("tokenuser"), token("otheruser")
 	tb := br.tab(t)
 	tb.do("open the sale page", chromedp.Navigate(fmt.Sprintf("%s/sale/%d", c.Base, id)))
 	tb.wait("the waiting room", `document.getElementById("room").dataset.state === "none"`)
@@ -124,7 +129,16 @@ func TestSaleWaitingRoomUserToken(t *testing.T) {
 	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "unauthorized"`)
 	tb.do("join", clearValue("#user-token"), keys("#user-token", signed), click("#join"))
 	tb.wait("the turn", `document.getElementById("room").dataset.state === "admitted"`)
-	tb.do("buy", click("#buy"))
+	// Buying with another user's token: the pass is not theirs.
+	tb.do("buy as someone else", clearValue("#user-token"), keys("#user-token", other), click("#buy"))
+	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "pass_wrong_user"`)
+	if got := tb.text("#result"); !strings.Contains(got, "Your pass belongs to another user.") {
+		t.Errorf("another user's buy: got %q", got)
+	}
+	if it := c.AdminItem(t, id); it.Sold != 0 {
+		t.Errorf("sold after the refusal: got %d, want 0", it.Sold)
+	}
+	tb.do("buy", clearValue("#user-token"), keys("#user-token", signed), click("#buy"))
 	tb.wait("the order", `document.getElementById("result").dataset.outcome === "created"`)
 	if got := tb.text("#result"); !strings.Contains(got, "for tokenuser.") {
 		t.Errorf("the buy: got %q", got)
