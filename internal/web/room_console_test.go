@@ -41,7 +41,7 @@ func adminRoom(t *testing.T, c *apptest.Client, id int64) *roomSettings {
 // TestConsoleWaitingRoom: an item created through the console's form with
 // a waiting room has it; its detail shows the room live (waiting, passes
 // used and expired); pausing, resuming and changing the rate through the
-// buttons change it, as the API then says.
+// buttons change it, as the API then says; it can be removed and added.
 func TestConsoleWaitingRoom(t *testing.T) {
 	br := newBrowser(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
@@ -106,6 +106,20 @@ func TestConsoleWaitingRoom(t *testing.T) {
 		tb.waitUpTo("one pass used, two expired", `document.getElementById("r-used").textContent === "1" && document.getElementById("r-expired").textContent === "2"`, 30*time.Second)
 		if wr := adminRoom(t, c, id); wr == nil || wr.Used != 1 || wr.Expired != 2 {
 			t.Errorf("room counters: got %+v, want 1 used, 2 expired", wr)
+		}
+
+		// Remove the room (confirmed), then add one again.
+		tb.do("remove", click("#r-remove"))
+		tb.wait("the confirmation", `document.getElementById("confirm").open`)
+		tb.do("confirm", click("#confirm-ok"))
+		tb.wait("no room", `!document.getElementById("room-none").hidden && document.getElementById("r-set").textContent === "Add a waiting room"`)
+		if wr := adminRoom(t, c, id); wr != nil {
+			t.Fatalf("after removing the room: got %+v, want none", wr)
+		}
+		tb.do("add a room", setValue("#r-new-rate", "7"), click("#r-set"))
+		tb.wait("the new room", `!document.getElementById("room-info").hidden && document.getElementById("r-settings").textContent.includes("up to 7 a second")`)
+		if wr := adminRoom(t, c, id); wr == nil || wr.AdmitPerSecond != 7 {
+			t.Errorf("after adding a room: got %+v, want 7 a second", wr)
 		}
 		tb.clean()
 	})
