@@ -189,6 +189,16 @@ func TestJoinNeedsProofOfWork(t *testing.T) {
 		t.Errorf("solved: got %d %s, joins %v; want 200 and alice joined", a.status, a.body, rs.joins)
 	}
 
+	// A sale that is over says so without a puzzle.
+	over := answeringShop()
+	over.itemView = func(context.Context, int64) (*stock.ItemView, error) {
+		return &stock.ItemView{ID: 1, Name: "widget", Remaining: 0}, nil
+	}
+	oh := newTestHandler(t, over, Config{Rooms: rs, RoomPoW: check, RoomChallenge: issue})
+	if a := call(oh, "POST", "/api/v1/items/1/queue", `{"user_id":"carl"}`, nil); a.status != http.StatusConflict || a.code() != CodeSoldOut {
+		t.Errorf("sold out, no proof: got %d %s, want 409 sold_out", a.status, a.body)
+	}
+
 	off := newTestHandler(t, answeringShop(), Config{Rooms: rs})
 	if a := call(off, "POST", "/api/v1/items/1/queue", `{"user_id":"bob"}`, nil); a.status != http.StatusOK {
 		t.Errorf("proof-of-work off: got %d %s, want 200", a.status, a.body)

@@ -137,8 +137,13 @@ func (h *Handler) joinQueue(c *gin.Context) {
 		h.writeError(c, stock.ErrSaleEnded)
 		return
 	}
-	// Proof-of-work (off unless configured) slots in here: after the cheap
-	// checks, before the join touches Redis.
+	if v.Remaining <= 0 {
+		h.writeError(c, stock.ErrSoldOut)
+		return
+	}
+	// Proof-of-work (off unless configured): after the cheap checks (nobody
+	// solves a puzzle to learn the sale is over), before the join touches
+	// Redis, so a refused proof changes nothing.
 	if h.cfg.RoomPoW != nil {
 		if req.PoW == nil {
 			h.writeError(c, errPoWRequired)
@@ -148,10 +153,6 @@ func (h *Handler) joinQueue(c *gin.Context) {
 			h.writeError(c, errors.Join(errPoWInvalid, err))
 			return
 		}
-	}
-	if v.Remaining <= 0 {
-		h.writeError(c, stock.ErrSoldOut)
-		return
 	}
 	t, err := h.cfg.Rooms.Join(c.Request.Context(), v, user)
 	if err != nil {

@@ -24,6 +24,11 @@
 //     hash tag {item:ID} (beside the item's gate keys), every change one Lua
 //     script, so instances share it and a Redis Cluster serves it from the
 //     item's slot.
+//   - Proof-of-work on joining, optional (IssueChallenge, VerifyPoW,
+//     SolvePoW): a stateless challenge signed with the PassKey, bound to
+//     the item and the user, good for ChallengeTTL; a nonce whose
+//     SHA-256(challenge ":" nonce) has the leading zero bits. Refusals:
+//     ErrPoWRequired, and ErrPoWInvalid's children.
 //
 // A room's life:
 //

@@ -12,7 +12,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/app/apptest"
 	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/internal/web"
 )
 
@@ -111,6 +114,67 @@ func TestPoWSolverInBrowser(t *testing.T) {
 		([c, b]) => seckillPoW.solve(c, b).then(() => "solved", (e) => e.name)))`, &refused)
 	if strings.Join(refused, ",") != "TypeError,RangeError,RangeError,RangeError" {
 		t.Errorf("bad arguments: got %q, want a TypeError and three RangeErrors", refused)
+	}
+	tb.clean()
+}
+
+// TestPoWJoinInBrowser: against the real service with proof-of-work on, a
+// page of the service loads pow.js as the sale page does (a script element
+// added at run time, under the CSP), asks the service for a challenge,
+// solves it, and joins: the join without a proof was 403 pow_required, the
+// solved one is 200 and takes the user's place.
+func TestPoWJoinInBrowser(t *testing.T) {
+	br := newBrowser(t)
+	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.RoomPoWBits = 12 })
+	r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": "roomed", "stock": 3, "strategy": "lua",
+		"waiting_room": map[string]any{"admit_per_second": 100}}, true, nil)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create a roomed item: %d %s", r.Status, r.Body)
+	}
+	var it struct{ ID int64 }
+	r.JSON(t, &it)
+
+	tb := br.tab(t)
+	tb.do("open the index page", chromedp.Navigate(c.Base+"/"))
+	var got struct {
+		First, Bits, Second       int
+		Code, Nonce, Ticket, Mode string
+	}
+	tb.evalAwait(fmt.Sprintf(`(async () => {
+		const path = "/api/v1/items/%d/queue";
+		const post = (body) => fetch(path, {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body)});
+		const first = await post({user_id: "zoe"});
+		const code = (await first.json()).error.code;
+		await new Promise((ok, fail) => {
+			const s = document.createElement("script");
+			s.src = "/assets/pow.js";
+			s.onload = ok;
+			s.onerror = fail;
+			document.head.append(s);
+		});
+		const ch = await (await fetch(path + "/challenge?user_id=zoe")).json();
+		const nonce = await seckillPoW.solve(ch.challenge, ch.bits);
+		const second = await post({user_id: "zoe", pow: {challenge: ch.challenge, nonce}});
+		const ticket = (await second.json()).ticket;
+		return {first: first.status, code, bits: ch.bits, nonce, second: second.status, ticket, mode: seckillPoW.lastMode};
+	})()`, it.ID), &got)
+	if got.First != http.StatusForbidden || got.Code != "pow_required" {
+		t.Errorf("join without a proof: got %d %s, want 403 pow_required", got.First, got.Code)
+	}
+	if got.Bits != 12 || got.Second != http.StatusOK || got.Ticket == "" {
+		t.Errorf("join with the page's proof: got %+v, want 12 bits, 200 and a ticket", got)
+	}
+	// Loaded by a script element added at run time (as the sale page
+	// does), the solver still finds its own URL for the worker.
+	if got.Mode != "worker" {
+		t.Errorf("solved in %q, want in a worker", got.Mode)
+	}
+	var wr struct {
+		WaitingRoom struct{ Tickets int64 } `json:"waiting_room"`
+	}
+	c.Must(t, "GET", fmt.Sprintf("/api/v1/admin/items/%d", it.ID), nil, true, nil).JSON(t, &wr)
+	if wr.WaitingRoom.Tickets != 1 {
+		t.Errorf("tickets: got %d, want 1 (zoe)", wr.WaitingRoom.Tickets)
 	}
 	tb.clean()
 }
