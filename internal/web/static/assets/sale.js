@@ -228,7 +228,10 @@
       expired: "Your turn has passed: your pass expired unused.",
       sold_out: "Sold out: every unit has been bought.",
     };
-    text("room-state", words[state] || "Your ticket is " + state + ".");
+    // A live region: written only when it changes, so a screen reader
+    // says each news once, not at every poll.
+    const say = words[state] || "Your ticket is " + state + ".";
+    if ($("room-state").textContent !== say) text("room-state", say);
     if (state === "pre") {
       text("q-position", "–");
       text("q-ahead", "–");
