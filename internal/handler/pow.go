@@ -18,10 +18,15 @@ import (
 type PoWIssue func(itemID int64, user string) (challenge string, bits int, expires time.Time, err error)
 
 type challengeJSON struct {
-	Challenge string    `json:"challenge"`
-	Bits      int       `json:"bits"`
-	ExpiresAt time.Time `json:"expires_at"`
+	Challenge string `json:"challenge"`
+	Bits      int    `json:"bits"`
+	// ExpiresAt is RFC 3339 in UTC with milliseconds, always three digits
+	// (a challenge expires to the millisecond; a fixed width keeps a HEAD's
+	// Content-Length its GET's).
+	ExpiresAt string `json:"expires_at"`
 }
+
+const rfc3339Millis = "2006-01-02T15:04:05.000Z07:00"
 
 // queueChallenge answers a proof-of-work challenge for the user (the
 // user_id query parameter, or the token's user in JWT mode) to join the
@@ -61,5 +66,5 @@ func (h *Handler) queueChallenge(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, challengeJSON{Challenge: ch, Bits: bits, ExpiresAt: expires.UTC()})
+	c.JSON(http.StatusOK, challengeJSON{Challenge: ch, Bits: bits, ExpiresAt: expires.UTC().Format(rfc3339Millis)})
 }

@@ -76,8 +76,12 @@ func TestQueueChallenge(t *testing.T) {
 	if got.Bits != powTestBits || got.Challenge == "" {
 		t.Errorf("challenge: got %s, want a challenge of %d bits", a.body, powTestBits)
 	}
-	if got.ExpiresAt.Before(before.Add(room.ChallengeTTL-time.Second)) || got.ExpiresAt.After(time.Now().Add(room.ChallengeTTL)) {
-		t.Errorf("expires_at %v: want about %v after the request", got.ExpiresAt, room.ChallengeTTL)
+	exp, err := time.Parse(time.RFC3339, got.ExpiresAt)
+	if err != nil || !strings.HasSuffix(got.ExpiresAt, "Z") || len(got.ExpiresAt) != len("2006-01-02T15:04:05.000Z") {
+		t.Errorf("expires_at %q: want RFC 3339 in UTC with milliseconds (%v)", got.ExpiresAt, err)
+	}
+	if exp.Before(before.Add(room.ChallengeTTL).Truncate(time.Millisecond)) || exp.After(time.Now().Add(room.ChallengeTTL)) {
+		t.Errorf("expires_at %v: want %v after the request", exp, room.ChallengeTTL)
 	}
 	nonce := room.SolvePoW(got.Challenge, got.Bits)
 	if err := check(1, "alice", got.Challenge, nonce); err != nil {
