@@ -163,10 +163,17 @@ func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 // wait polls a JavaScript expression until it is truthy.
 func (tb *tab) wait(what, expr string) {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, 25*time.Second)
+	tb.waitUpTo(what, expr, 20*time.Second)
+}
+
+// waitUpTo is wait for an event that may take longer (an opening, a pass
+// expiring): it gives up after d.
+func (tb *tab) waitUpTo(what, expr string, d time.Duration) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, d+5*time.Second)
 	defer cancel()
 	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr,
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(d)))
 	if err != nil {
 		tb.t.Fatalf("waiting for %s (%s): %v; page says: %q", what, expr, err, tb.text("main"))
 	}

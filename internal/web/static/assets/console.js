@@ -140,6 +140,12 @@
     const starts = isoOf($("new-starts").value), ends = isoOf($("new-ends").value);
     if (starts) body.starts_at = starts;
     if (ends) body.ends_at = ends;
+    // A rate gives the item a waiting room; the pass time and the draw
+    // then apply (the service's defaults when left as they are).
+    if ($("new-room-rate").value !== "") {
+      body.waiting_room = { admit_per_second: parseInt($("new-room-rate").value, 10), lottery: $("new-room-lottery").checked };
+      if ($("new-room-ttl").value !== "") body.waiting_room.pass_ttl_seconds = parseInt($("new-room-ttl").value, 10);
+    }
     const r = await call("POST", "/api/v1/admin/items", body);
     if (r.error) {
       if (r.status !== 401) $("create-error").textContent = "The item was not created: " + r.error.message;
@@ -173,6 +179,8 @@
     $("new-stock-value").value = current.stock;
     $("detail").hidden = false;
     $("live-queue").hidden = current.strategy !== "lua-async";
+    showRoom(current.waiting_room);
+    if (current.waiting_room) $("r-new-rate").value = current.waiting_room.admit_per_second;
     startLive(current.id);
     $("detail-title").scrollIntoView({ block: "start" });
     $("new-stock-value").focus();
@@ -189,6 +197,10 @@
     $("dl-empty").hidden = true;
     $("dl-requeue").hidden = true;
     $("rc-result").hidden = true;
+    showRoom(null);
+    roomSample = null;
+    text("room-error", "");
+    $("r-new-rate").value = "";
     for (const id of ["live-progress", "live-chart", "live-rejections"]) {
       for (const n of [...$(id).children]) if (n.tagName !== "title") n.remove();
     }
@@ -260,6 +272,9 @@
     seckillLive.rate($("live-chart"), history, t, WINDOW_MS);
     text("live-rejections-since", "Counted by this instance since " + when(ev.rejections_since) + ", while a live view is open.");
     seckillLive.rejections($("live-rejections"), ev.rejections);
+    // The stats carry the room's counters while the item has one.
+    current.waiting_room = ev.waiting_room || null;
+    showRoom(current.waiting_room, t);
     if (ev.queue) {
       text("q-queued", ev.queue.queued);
       text("q-unacked", ev.queue.unacked);
@@ -267,6 +282,86 @@
       text("q-age", ev.queue.oldest_age_ms > 0 ? span(ev.queue.oldest_age_ms) : "nothing waiting");
     }
   }
+
+  // --- waiting room ----------------------------------------------------------
+
+  const phaseWords = { pre: "before the opening", opening: "drawing", open: "open", closed: "closed: sold out" };
+
+  let roomSample = null; // {t, admitted}: the last live sample, for a rate
+
+  // showRoom shows the item's waiting room (the admin view's waiting_room
+  // object), or that it has none; t is the time of a live sample.
+  function showRoom(wr, t) {
+    $("room-none").hidden = !!wr;
+    $("room-info").hidden = !wr;
+    $("room-info").dataset.paused = wr ? String(!!wr.paused) : "";
+    text("r-set", wr ? "Change the rate" : "Add a waiting room");
+    if (!wr) return;
+    const phase = wr.closed ? "closed" : wr.phase;
+    text("r-phase", phaseWords[phase] || phase);
+    text("r-admission", wr.paused ? "paused" : "running");
+    text("r-waiting", wr.waiting);
+    let measured = wr.admitted_per_second;
+    if (typeof measured !== "number" && t && roomSample && t > roomSample.t) {
+      measured = Math.max(0, (wr.admitted - roomSample.admitted) / ((t - roomSample.t) / 1000));
+    }
+    if (t) roomSample = { t, admitted: wr.admitted };
+    text("r-rate", typeof measured === "number" ? (Number.isInteger(measured) ? measured : measured.toFixed(1)) : "–");
+    text("r-live", wr.live);
+    text("r-used", wr.used);
+    text("r-expired", wr.expired);
+    text("r-tickets", wr.tickets);
+    text("r-settings", "Lets in up to " + wr.admit_per_second + " a second; each pass is good for " +
+      span(wr.pass_ttl_seconds * 1000) + "; " + (wr.lottery ? "a draw orders those who joined before the opening." : "no draw: first come, first served."));
+    text("r-commitment", wr.commitment ? "Draw commitment (SHA-256 of the secret seed): " + wr.commitment : "");
+    text("r-pause", wr.paused ? "Resume admission" : "Pause admission");
+  }
+
+  // putRoom changes the open item's waiting room and shows the answer.
+  async function putRoom(body, done) {
+    text("room-error", "");
+    const r = await call("PUT", "/api/v1/admin/items/" + current.id + "/waiting-room", body);
+    if (r.error) {
+      if (r.status !== 401) text("room-error", "The waiting room was not changed: " + r.error.message);
+      return;
+    }
+    // The answer is the item, or its room.
+    const wr = r.data && (r.data.waiting_room || (r.data.admit_per_second !== undefined ? r.data : null));
+    if (wr) {
+      current.waiting_room = wr;
+      showRoom(wr);
+    }
+    say(done);
+  }
+
+  $("r-pause").addEventListener("click", () => {
+    const pause = !(current.waiting_room && current.waiting_room.paused);
+    putRoom({ paused: pause }, pause
+      ? "Admission to item " + current.id + " is paused: nobody new is let in; joining still queues."
+      : "Admission to item " + current.id + " resumed.");
+  });
+
+  $("room-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const n = parseInt($("r-new-rate").value, 10);
+    putRoom({ admit_per_second: n }, current.waiting_room
+      ? "Item " + current.id + " now lets in up to " + n + " a second."
+      : "Item " + current.id + " has a waiting room, letting in up to " + n + " a second.");
+  });
+
+  $("r-remove").addEventListener("click", async () => {
+    const ok = await confirmAction("Remove the waiting room?",
+      "Remove item " + current.id + "'s waiting room? Everyone in line loses their place, and orders no longer need a pass.", "Remove");
+    if (!ok) return;
+    const r = await call("DELETE", "/api/v1/admin/items/" + current.id + "/waiting-room");
+    if (r.error) {
+      if (r.status !== 401) text("room-error", "The waiting room was not removed: " + r.error.message);
+      return;
+    }
+    current.waiting_room = null;
+    showRoom(null);
+    say("Item " + current.id + " has no waiting room any more.");
+  });
 
   // --- confirmation --------------------------------------------------------
 
