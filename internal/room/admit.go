@@ -42,7 +42,7 @@ func (r *Room) Admit(ctx context.Context, now time.Time, ratePerSecond, maxUnuse
 	if ratePerSecond <= 0 || maxUnusedPasses < 0 {
 		return Admission{}, fmt.Errorf("%w: rate %d a second and %d unused passes", ErrInvalid, ratePerSecond, maxUnusedPasses)
 	}
-	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw, r.k.spent}, now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall, SpentGrace.Milliseconds()).Slice()
+	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw, r.k.spent}, now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall, SpentGrace.Milliseconds(), r.opt.AdmitLead.Milliseconds()).Slice()
 	if err != nil {
 		return Admission{}, unavailable(err)
 	}

@@ -18,6 +18,7 @@ local rate = tonumber(ARGV[2])
 local max_unused = tonumber(ARGV[3])
 local per_call = tonumber(ARGV[4])
 local grace_ms = tonumber(ARGV[5])
+local lead_ms = tonumber(ARGV[6]) or 0
 
 local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n')
 local phase = m[1]
@@ -38,7 +39,9 @@ if sec > win then
 elseif sec < win then
   ms = 0
 end
-local allowed = math.ceil(rate * (ms + 1) / 1000)
+-- lead_ms: the caller calls again that much later, so admit what falls
+-- due before then too; never past the second's rate.
+local allowed = math.ceil(rate * math.min(1000, ms + 1 + lead_ms) / 1000)
 local n = math.min(allowed - win_n, max_unused - redis.call('ZCARD', live) - redis.call('ZCARD', spent), seq - head, per_call)
 if n <= 0 then return {'ok', expired, 0, {}} end
 

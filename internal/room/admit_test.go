@@ -96,6 +96,38 @@ func TestAdmitSpreadsTheRateOverTheSecond(t *testing.T) {
 	})
 }
 
+// With AdmitLead, a call admits what falls due before the caller's next
+// call: the second's last call (at 950 ms of a 100 ms tick) brings it to R,
+// where without the lead up to R/10 would be lost every second; and never
+// more than R in a second.
+func TestAdmitLeadFillsTheSecond(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		r := e.room(t, &room.Options{AdmitLead: 100 * time.Millisecond})
+		seed := room.NewSeed()
+		setUp(t, r, seed, time.Hour)
+		if err := r.Open(context.Background(), seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, r, 1, 300, t0)
+		steps := []struct {
+			ms   int64
+			want int
+		}{
+			{50, 16},   // ceil(100*151/1000): due by the next call at 150 ms
+			{150, 10},  // 26 by 251 ms
+			{850, 70},  // 96 by 951 ms
+			{950, 4},   // the whole second's 100, not ceil(100*951/1000) = 96
+			{999, 0},   // and never more
+			{1050, 16}, // the next second starts over
+		}
+		for _, s := range steps {
+			if a := admit(t, r, at(s.ms), 100, 1000); len(a.Tickets) != s.want {
+				t.Fatalf("Admit at %d ms admitted %d, want %d", s.ms, len(a.Tickets), s.want)
+			}
+		}
+	})
+}
+
 // TestAdmitCapAndNoShows: never more live passes than the cap; a used
 // pass frees its slot at once, an expired one at the next Admit, and the
 // tickets read used and expired.

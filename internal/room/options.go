@@ -1,6 +1,10 @@
 package room
 
-import "github.com/seckill/seckill/internal/stock/gate"
+import (
+	"time"
+
+	"github.com/seckill/seckill/internal/stock/gate"
+)
 
 // Options configure a Room. A nil *Options means all defaults.
 type Options struct {
@@ -13,6 +17,12 @@ type Options struct {
 	// Default: the zero PassKey, no pass is signed; the caller signs one
 	// from Status.User and Status.PassExpiry.
 	PassKey PassKey
+
+	// AdmitLead is how often the caller calls Admit: each call also admits
+	// what falls due before the next one (never past the second's R), so a
+	// second's last call does not leave its tail unadmitted. Default 0: a
+	// call admits what is due by its own millisecond.
+	AdmitLead time.Duration
 }
 
 func (o *Options) resolve() Options {

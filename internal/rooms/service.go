@@ -195,7 +195,7 @@ func (s *Service) reload(ctx context.Context) error {
 			e.update(&r)
 			continue
 		}
-		rm, err := room.New(s.rdb, r.ItemID, &room.Options{KeyPrefix: s.cfg.KeyPrefix, PassKey: s.pass})
+		rm, err := room.New(s.rdb, r.ItemID, &room.Options{KeyPrefix: s.cfg.KeyPrefix, PassKey: s.pass, AdmitLead: s.cfg.Tick})
 		if err != nil {
 			return err
 		}
