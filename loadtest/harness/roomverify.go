@@ -1,0 +1,465 @@
+package harness
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// roomFacts is what the room checks share: tickets, admissions, orders.
+type roomFacts struct {
+	byNumber   map[int64]*roomUser // every ticket the users hold
+	preQ       map[int64]bool      // the draw's pre-queue
+	admitted   []*roomUser         // users who read their pass
+	orderUsers map[string]bool     // users with an order (DB rows, else acknowledged)
+	orders     int
+	soldOut    bool      // the item sold its whole stock
+	lastUnit   time.Time // the last acknowledgement of a new order
+	firstAdmit time.Time // the earliest admission (the room's clock when it admitted)
+	firstSeen  time.Time // the earliest answer showing a pass: the room was open by then
+}
+
+func (rr *roomRun) facts(ctx context.Context, sr *StrategyReport, d drawDoc) (roomFacts, error) {
+	f := roomFacts{byNumber: map[int64]*roomUser{}, preQ: map[int64]bool{}, orderUsers: map[string]bool{}}
+	for i := range rr.users {
+		u := &rr.users[i]
+		if u.number > 0 {
+			f.byNumber[u.number] = u
+		}
+		if u.pass != "" {
+			f.admitted = append(f.admitted, u)
+			if f.firstAdmit.IsZero() || u.admitted.Before(f.firstAdmit) {
+				f.firstAdmit = u.admitted
+			}
+			if f.firstSeen.IsZero() || u.admittedSeen.Before(f.firstSeen) {
+				f.firstSeen = u.admittedSeen
+			}
+		}
+	}
+	for _, t := range d.PreQueue {
+		f.preQ[t] = true
+	}
+	seen := map[string]bool{}
+	for i := range sr.Records {
+		r := &sr.Records[i]
+		if acked(r.Outcome) && !seen[r.OrderID] {
+			seen[r.OrderID] = true
+			if r.End.After(f.lastUnit) {
+				f.lastUnit = r.End
+			}
+			if rr.cfg.Store == nil {
+				f.orderUsers[r.User] = true
+			}
+		}
+	}
+	f.orders = sr.Final.Sold
+	if rr.cfg.Store != nil {
+		rows, err := rr.cfg.Store.Orders(ctx, rr.itemID)
+		if err != nil {
+			return f, fmt.Errorf("verify room: db orders: %w", err)
+		}
+		for _, o := range rows {
+			f.orderUsers[o.UserID] = true
+		}
+		f.orders = len(rows)
+	}
+	f.soldOut = sr.Final.Sold == rr.cfg.Stock && rr.cfg.Stock > 0
+	return f, nil
+}
+
+// verifyRoom adds the room's invariants (R0-R9) to sr and its summary.
+func (rr *roomRun) verifyRoom(ctx context.Context, sr *StrategyReport, pre *roomView, a afterRun) error {
+	f, err := rr.facts(ctx, sr, a.draw)
+	if err != nil {
+		return err
+	}
+	sr.Room = rr.summary(sr, f, a)
+	var invs []Invariant
+	add := func(name string, timing bool, probs []string, okFormat string, args ...any) {
+		inv := Invariant{Name: name, Pass: len(probs) == 0, Timing: timing}
+		if inv.Pass {
+			inv.Detail = fmt.Sprintf(okFormat, args...)
+		} else {
+			inv.Detail = listSome(probs)
+		}
+		invs = append(invs, inv)
+	}
+	skip := func(name string, timing bool, why string) {
+		invs = append(invs, Invariant{Name: name, Skipped: true, Timing: timing, Detail: why})
+	}
+	S := rr.cfg.Stock
+
+	// R0: every answer fits the contract and what the user's earlier answers said.
+	{
+		var probs []string
+		n := 0
+		for i := range rr.users {
+			u := &rr.users[i]
+			n += u.nProblem
+			for _, p := range u.problems {
+				probs = append(probs, u.id+": "+p)
+			}
+		}
+		add("R0 room answers follow the contract", false, probs, "%d joins, %d status answers, no contradiction", rr.joined.Load(), rr.polls.Load())
+	}
+
+	// R1: no order without a valid pass.
+	{
+		var probs []string
+		admitted := map[string]bool{}
+		for _, u := range f.admitted {
+			admitted[u.id] = true
+		}
+		for u := range f.orderUsers {
+			if !admitted[u] {
+				probs = append(probs, fmt.Sprintf("user %s has an order but was never admitted", u))
+			}
+		}
+		if f.orders > len(f.admitted) {
+			probs = append(probs, fmt.Sprintf("%d orders for %d admitted users", f.orders, len(f.admitted)))
+		}
+		if a.admin != nil && int64(f.orders) > a.admin.Admitted {
+			probs = append(probs, fmt.Sprintf("%d orders, the room admitted %d", f.orders, a.admin.Admitted))
+		}
+		probes := 0
+		for i := range sr.Records {
+			r := &sr.Records[i]
+			want, ok := probeWant[r.Probe]
+			if !ok {
+				continue
+			}
+			probes++
+			if r.Status != http.StatusForbidden || r.Code != want {
+				probs = append(probs, fmt.Sprintf("%s for %s: HTTP %d %s, want 403 %s", r.Probe, r.User, r.Status, r.Code, want))
+			}
+		}
+		if rr.rc.Probes > 0 && len(f.admitted) > 0 && probes == 0 {
+			probs = append(probs, "no refusal probe was sent")
+		}
+		add("R1 no order without a valid pass", false, probs,
+			"%d orders, all by the %d users admitted; %d orders without a pass, with a forged one or another user's refused with their 403",
+			f.orders, len(f.admitted), probes)
+	}
+
+	// R2: no pass used twice.
+	{
+		var probs []string
+		byPass := map[string]map[string]bool{}
+		reuse := 0
+		for i := range sr.Records {
+			r := &sr.Records[i]
+			if r.Probe == probeReuse {
+				reuse++
+				if acked(r.Outcome) {
+					probs = append(probs, fmt.Sprintf("%s's pass bought again (order %s)", r.User, r.OrderID))
+				}
+				continue
+			}
+			if r.Probe != "" || r.pass == "" || !acked(r.Outcome) {
+				continue
+			}
+			if byPass[r.pass] == nil {
+				byPass[r.pass] = map[string]bool{}
+			}
+			byPass[r.pass][r.OrderID] = true
+		}
+		for _, ids := range byPass {
+			if len(ids) > 1 {
+				probs = append(probs, fmt.Sprintf("one pass bought %d orders", len(ids)))
+			}
+		}
+		used := 0
+		for i := range rr.users {
+			if u := &rr.users[i]; u.bought && u.state == stateUsed {
+				used++
+			}
+		}
+		switch {
+		case a.admin == nil:
+			probs = append(probs, "the admin item view has no waiting_room")
+		case a.admin.Used != int64(f.orders):
+			probs = append(probs, fmt.Sprintf("the room counts %d passes used, %d orders", a.admin.Used, f.orders))
+		}
+		add("R2 no pass used twice", false, probs, "%d passes bought one order each, %d buyers read used, %d reused passes refused",
+			len(byPass), used, reuse)
+	}
+
+	invs = append(invs, rr.drawInvariant(f, pre, a.draw, a.drawErr))
+	invs = append(invs, rr.fifoInvariant(f))
+	invs = append(invs, rr.rateInvariants(sr.Room.PerSecond)...)
+
+	// R6: every user learns the outcome.
+	{
+		var probs []string
+		for i := range rr.users {
+			u := &rr.users[i]
+			if u.outcome != "bought" && u.outcome != stateSoldOut {
+				probs = append(probs, fmt.Sprintf("%s: %s", u.id, u.outcome))
+			}
+		}
+		add("R6 every waiting user learns the outcome", false, probs, "%d bought, %d read sold_out", sr.Room.Outcomes["bought"], sr.Room.Outcomes[stateSoldOut])
+	}
+
+	// R7, R8: the room closes when the stock is gone, within a second.
+	if !f.soldOut {
+		skip("R7 the room closes at the sell-out", false, fmt.Sprintf("the item did not sell out (sold %d of %d)", sr.Final.Sold, S))
+		skip("R8 every ticket reads sold_out within 1 s", true, "the item did not sell out")
+	} else {
+		var probs []string
+		if a.public == nil || a.public.Phase != "closed" {
+			probs = append(probs, fmt.Sprintf("public phase %v after the sell-out, want closed", phaseOf(a.public)))
+		}
+		if a.admin != nil && !a.admin.Closed {
+			probs = append(probs, "the admin view says the room is not closed")
+		}
+		if a.lateJoin.status != http.StatusConflict || a.lateJoin.code != stateSoldOut {
+			probs = append(probs, fmt.Sprintf("a join after the sell-out: HTTP %d %s %s, want 409 sold_out", a.lateJoin.status, a.lateJoin.code, a.lateState))
+		}
+		add("R7 the room closes at the sell-out", false, probs, "phase closed, a new join is 409 sold_out")
+		probs = nil
+		limit := f.lastUnit.Add(time.Second)
+		for i := range rr.users {
+			if u := &rr.users[i]; u.lastLive.After(limit) {
+				probs = append(probs, fmt.Sprintf("%s read %s at +%.3fs after the last unit", u.id, u.state, u.lastLive.Sub(f.lastUnit).Seconds()))
+			}
+		}
+		l := sr.Room.LearnedSoldOut
+		add("R8 every ticket reads sold_out within 1 s", true, probs,
+			"no answer waiting/admitted sent later than 1 s after the last unit; users read sold_out p50 %.2fs, max %.2fs after it (their next poll)",
+			l.P50.Seconds(), l.Max.Seconds())
+	}
+
+	// R9: the item sells exactly its stock.
+	{
+		want := min(S, len(f.byNumber))
+		var probs []string
+		if sr.Final.Sold != want {
+			probs = append(probs, fmt.Sprintf("sold %d, want min(stock %d, tickets %d) = %d", sr.Final.Sold, S, len(f.byNumber), want))
+		}
+		if f.orders != want {
+			probs = append(probs, fmt.Sprintf("%d orders, want %d", f.orders, want))
+		}
+		add("R9 the item sells exactly its stock", false, probs, "sold %d = min(stock %d, tickets %d)", sr.Final.Sold, S, len(f.byNumber))
+	}
+
+	sr.Invariants = append(sr.Invariants, invs...)
+	sr.Pass = true
+	for _, inv := range sr.Invariants {
+		if !inv.Pass && !inv.Skipped {
+			sr.Pass = false
+		}
+	}
+	return nil
+}
+
+func phaseOf(v *roomView) string {
+	if v == nil {
+		return "(no waiting_room)"
+	}
+	return v.Phase
+}
+
+// drawInvariant (R3): the opening order reproduces from the revealed seed,
+// and the users saw it: the pre-queue is the tickets taken before the
+// opening, the served list is the pre-queue tickets admitted, and they
+// were admitted in its order.
+func (rr *roomRun) drawInvariant(f roomFacts, pre *roomView, d drawDoc, derr error) Invariant {
+	name := "R3 the opening order reproduces from the seed"
+	if derr != nil {
+		return Invariant{Name: name, Detail: derr.Error()}
+	}
+	var probs []string
+	lottery := d.Lottery == nil || *d.Lottery
+	if lottery == rr.rc.NoLottery {
+		probs = append(probs, fmt.Sprintf("the draw says lottery %v, the room was set up with %v", lottery, !rr.rc.NoLottery))
+	}
+	detail := ""
+	if lottery {
+		if d.Commitment == "" || d.Commitment != pre.Commitment {
+			probs = append(probs, fmt.Sprintf("commitment %q, published before the opening %q", d.Commitment, pre.Commitment))
+		}
+		chk, err := d.Verify()
+		switch {
+		case err != nil:
+			probs = append(probs, err.Error())
+		case !chk.CommitmentMatches:
+			probs = append(probs, "the revealed seed does not hash to the commitment")
+		case !chk.OrderMatches:
+			probs = append(probs, fmt.Sprintf("served order differs from the draw at index %d", chk.Mismatch))
+		}
+		detail = "seed revealed, hashes to the commitment published before the opening; "
+	} else {
+		sorted := slices.Sorted(maps.Keys(f.preQ))
+		if len(d.Served) > len(sorted) || !slices.Equal(d.Served, sorted[:min(len(d.Served), len(sorted))]) {
+			probs = append(probs, "lottery off, but the pre-queue was not served in ticket order")
+		}
+		detail = "lottery off: served in ticket order; "
+	}
+	for t := int64(1); t <= int64(len(d.PreQueue)); t++ {
+		if !f.preQ[t] {
+			probs = append(probs, fmt.Sprintf("the pre-queue of %d lacks ticket %d", len(d.PreQueue), t))
+			break
+		}
+	}
+	served := map[int64]bool{}
+	for _, t := range d.Served {
+		served[t] = true
+	}
+	for t, u := range f.byNumber {
+		switch {
+		case u.joinEnd.Before(rr.startsAt) && !f.preQ[t]:
+			probs = append(probs, fmt.Sprintf("ticket %d joined before starts_at but is not in the pre-queue", t))
+		case !f.firstSeen.IsZero() && u.joinStart.After(f.firstSeen) && f.preQ[t]:
+			probs = append(probs, fmt.Sprintf("ticket %d joined after a user read its pass but is in the pre-queue", t))
+		}
+		if f.preQ[t] && u.pass != "" && !served[t] {
+			probs = append(probs, fmt.Sprintf("pre-queue ticket %d was admitted but is not in the served list", t))
+		}
+	}
+	line := make([]*roomUser, len(d.Served))
+	for k, t := range d.Served {
+		line[k] = f.byNumber[t]
+	}
+	probs = append(probs, lineOrder(line, "served #%d (ticket %d)")...)
+	if len(probs) > 0 {
+		return Invariant{Name: name, Detail: listSome(probs)}
+	}
+	unseen := 0
+	for _, u := range line {
+		if u != nil && u.pass == "" {
+			unseen++
+		}
+	}
+	if unseen > 0 {
+		detail = fmt.Sprintf("%s%d served tickets never read admitted (the room closed first); ", detail, unseen)
+	}
+	if len(probs) > 0 {
+		return Invariant{Name: name, Detail: listSome(probs)}
+	}
+	return Invariant{Name: name, Pass: true, Detail: fmt.Sprintf("%s%d of %d pre-queue tickets served in the drawn order, as their users saw it",
+		detail, len(d.Served), len(d.PreQueue))}
+}
+
+// lineOrder checks tickets in the order the room says it admitted them:
+// each seen admission no earlier than the one before it, and no ticket
+// still read waiting after a later one in line was admitted. A ticket
+// whose user never read its pass (the room closed, or it expired, before
+// the next poll) is not a fault by itself. label formats a place (1-based)
+// and a ticket number.
+func lineOrder(line []*roomUser, label string) []string {
+	var probs []string
+	// firstLater[k]: the earliest admission seen among line[k:].
+	firstLater := make([]time.Time, len(line)+1)
+	for k := len(line) - 1; k >= 0; k-- {
+		firstLater[k] = firstLater[k+1]
+		if u := line[k]; u != nil && u.pass != "" && (firstLater[k].IsZero() || u.admitted.Before(firstLater[k])) {
+			firstLater[k] = u.admitted
+		}
+	}
+	var prev *roomUser
+	for k, u := range line {
+		if u == nil {
+			probs = append(probs, fmt.Sprintf(label+" is no user's ticket", k+1, int64(0)))
+			continue
+		}
+		if u.pass == "" {
+			if t := firstLater[k+1]; !t.IsZero() && u.lastLive.After(t) {
+				probs = append(probs, fmt.Sprintf(label+" still read waiting %.3fs after a later ticket was admitted",
+					k+1, u.number, u.lastLive.Sub(t).Seconds()))
+			}
+			continue
+		}
+		if prev != nil && u.admitted.Before(prev.admitted) {
+			probs = append(probs, fmt.Sprintf(label+" admitted before the ticket ahead of it (%d)", k+1, u.number, prev.number))
+		}
+		prev = u
+	}
+	return probs
+}
+
+// fifoInvariant (R4): after the opening, tickets are admitted in number
+// order, all after the pre-queue's.
+func (rr *roomRun) fifoInvariant(f roomFacts) Invariant {
+	name := "R4 FIFO after the opening"
+	var post []*roomUser
+	var lastPre time.Time
+	for t, u := range f.byNumber {
+		if !f.preQ[t] {
+			post = append(post, u)
+		} else if u.pass != "" && u.admitted.After(lastPre) {
+			lastPre = u.admitted
+		}
+	}
+	slices.SortFunc(post, func(a, b *roomUser) int { return cmp.Compare(a.number, b.number) })
+	probs := lineOrder(post, "later ticket #%d (%d)")
+	n := 0
+	for _, u := range post {
+		if u.pass == "" {
+			continue
+		}
+		n++
+		if u.admitted.Before(lastPre) {
+			probs = append(probs, fmt.Sprintf("ticket %d admitted before the last pre-queue admission", u.number))
+		}
+	}
+	if n == 0 && len(probs) == 0 {
+		return Invariant{Name: name, Skipped: true, Detail: fmt.Sprintf("no ticket taken after the opening was admitted (%d such tickets)", len(post))}
+	}
+	if len(probs) > 0 {
+		return Invariant{Name: name, Detail: listSome(probs)}
+	}
+	return Invariant{Name: name, Pass: true, Detail: fmt.Sprintf("%d of %d later tickets admitted in number order, after the pre-queue", n, len(post))}
+}
+
+// rateInvariants (R5): no second admits more than R+10 %; each full
+// second (not the first or the last) admits R±10 % (timing).
+func (rr *roomRun) rateInvariants(perSecond []int) []Invariant {
+	R := float64(rr.rc.Rate)
+	lo, hi := 0.9*R, 1.1*R
+	var over []string
+	for s, n := range perSecond {
+		if float64(n) > hi {
+			over = append(over, fmt.Sprintf("second %d: %d", s, n))
+		}
+	}
+	capInv := Invariant{Name: "R5a no second admits more than R+10%", Pass: len(over) == 0,
+		Detail: fmt.Sprintf("R %d; per second %s", rr.rc.Rate, fmtCounts(perSecond))}
+	if len(over) > 0 {
+		capInv.Detail = fmt.Sprintf("R %d, above %.0f: %s", rr.rc.Rate, hi, strings.Join(over, ", "))
+	}
+	name := "R5b admissions per full second within ±10% of R"
+	if len(perSecond) < 3 {
+		return []Invariant{capInv, {Name: name, Skipped: true, Timing: true,
+			Detail: fmt.Sprintf("no full second of admissions (%d seconds with admissions; the stock lasts about stock/R seconds)", len(perSecond))}}
+	}
+	full := perSecond[1 : len(perSecond)-1]
+	var bad []string
+	for k, n := range full {
+		if float64(n) < lo || float64(n) > hi {
+			bad = append(bad, fmt.Sprintf("second %d: %d", k+1, n))
+		}
+	}
+	inv := Invariant{Name: name, Timing: true, Pass: len(bad) == 0,
+		Detail: fmt.Sprintf("%d full seconds, min %d max %d (R %d)", len(full), slices.Min(full), slices.Max(full), rr.rc.Rate)}
+	if len(bad) > 0 {
+		inv.Detail = fmt.Sprintf("R %d, outside [%.0f, %.0f]: %s", rr.rc.Rate, lo, hi, strings.Join(bad, ", "))
+	}
+	return []Invariant{capInv, inv}
+}
+
+func fmtCounts(xs []int) string {
+	parts := make([]string, 0, min(len(xs), 12))
+	for k, n := range xs {
+		if k == 12 {
+			parts = append(parts, fmt.Sprintf("... (%d seconds)", len(xs)))
+			break
+		}
+		parts = append(parts, fmt.Sprint(n))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
