@@ -127,8 +127,8 @@ func TestOrderIDsASCII(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(applied) != "[7]" {
-		t.Errorf("applied %v after version 6, want [7]", applied)
+	if len(applied) == 0 || applied[0] != 7 {
+		t.Errorf("applied %v after version 6, want 7 first", applied)
 	}
 	for _, table := range []string{"orders", "order_failures"} {
 		var charset, collation string

@@ -26,12 +26,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer f.Close()
 		in = f
 	}
-	var d room.PublicDraw
+	// The service's document (GET /api/v1/items/{id}/draw) is a
+	// room.PublicDraw with "lottery" beside it.
+	var doc struct {
+		room.PublicDraw
+		Lottery *bool `json:"lottery"`
+	}
 	dec := json.NewDecoder(in)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
+	if err := dec.Decode(&doc); err != nil {
 		fmt.Fprintf(stderr, "seckill-draw: reading the draw: %v\n", err)
 		return 2
+	}
+	d := doc.PublicDraw
+	if doc.Lottery != nil && !*doc.Lottery {
+		fmt.Fprintf(stdout, "item %d: no lottery: the waiting room serves its tickets in number order; there is no draw to check\n", d.ItemID)
+		return 0
 	}
 	c, err := d.Verify()
 	if err != nil {

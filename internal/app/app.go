@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/handler"
 	"github.com/seckill/seckill/internal/metrics"
 	"github.com/seckill/seckill/internal/ratelimit"
+	"github.com/seckill/seckill/internal/rooms"
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/shop"
@@ -37,6 +38,7 @@ type App struct {
 	miniRDB  *embedredis.Server
 	db       *gorm.DB
 	service  *shop.Service
+	rooms    *rooms.Service
 	handler  *handler.Handler
 	metrics  *metrics.Metrics
 	backends []string
@@ -111,6 +113,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	if cfg.UserJWTSecret != "" {
 		hcfg.UserJWTSecret = []byte(cfg.UserJWTSecret)
 	}
+	key, err := roomKey(ctx, cfg, a.db, log)
+	if err != nil {
+		return nil, err
+	}
+	factor := 1.0
+	if cfg.RoomPassFactor != "" {
+		factor, _ = parsePassFactor(cfg.RoomPassFactor) // validated above
+	}
+	if a.rooms, err = rooms.New(ctx, a.db, a.rdb, a.service, st, rooms.Config{Key: key, KeyPrefix: prefix,
+		PassFactor: factor, RedisTimeout: a.redisTimeout(), Logger: log, Observer: a.metrics}); err != nil {
+		return nil, err
+	}
+	a.rooms.Start()
+	hcfg.Rooms = a.rooms
 	// /readyz is public: its checks are cached (see readinessCache), with
 	// the handler's default bound on one check.
 	shop := readyShop{Service: a.service, ready: newReadinessCache(a.service, readinessTTL, time.Second)}
@@ -208,6 +224,9 @@ func (a *App) server(h http.Handler) *http.Server {
 // (within ShutdownTimeout): that queue closes with this process.
 func (a *App) Close() error {
 	var errs []error
+	if a.rooms != nil {
+		a.rooms.Close()
+	}
 	if a.service != nil {
 		if a.miniRDB != nil {
 			a.drainEmbedded()

@@ -125,6 +125,14 @@ type Config struct {
 	// DefaultPaymentTimeout; zero (as in a Config built in code) means
 	// orders never expire.
 	PaymentTimeout time.Duration
+	// RoomKey signs the waiting rooms' passes and tickets (SECKILL_ROOM_KEY):
+	// 32+ bytes as hex or base64. Empty: a key made once and kept in the
+	// database (table service_secrets), so every instance on the database
+	// shares it and passes outlive restarts.
+	RoomKey string
+	// RoomPassFactor caps a room's admitted-and-unused passes at this
+	// times the remaining stock (SECKILL_ROOM_PASS_FACTOR). Default 1.
+	RoomPassFactor string
 }
 
 // timeouts resolves the request, lock wait and database write bounds,
@@ -246,6 +254,11 @@ func (c *Config) settings() []setting {
 			"`appendonly yes` and `appendfsync always`)", str: &c.AsyncDurability, def: DefaultAsyncDurability},
 		{env: "SECKILL_PAYMENT_TIMEOUT", flag: "payment-timeout", help: "how long an order may stay unpaid; then it is cancelled and its unit returned to stock; " +
 			"`0` = orders never expire", dur: &c.PaymentTimeout, def: dur(DefaultPaymentTimeout)},
+		{env: "SECKILL_ROOM_KEY", flag: "room-key", help: "signing key of the waiting rooms' passes and tickets, at least 32 bytes as hex or base64; " +
+			"every instance must use the same", str: &c.RoomKey,
+			doc: "empty: made once and kept in the database, shared by every instance on it"},
+		{env: "SECKILL_ROOM_PASS_FACTOR", flag: "room-pass-factor", help: "a waiting room's admitted-and-unused passes are at most this times the remaining stock (0.1 to 100)",
+			str: &c.RoomPassFactor, def: "1"},
 	}
 }
 
@@ -352,6 +365,16 @@ func (c *Config) Validate() error {
 			"that takes over orders a live writer stopped renewing (renewed every quarter of it); a crashed writer's orders are "+
 			"taken over through its one-second lease whatever this is, so a smaller value would only risk orders bouncing "+
 			"between writers during a database stall", c.ClaimIdle, minClaimIdle, DefaultClaimIdle))
+	}
+	if c.RoomKey != "" {
+		if _, err := parseRoomKey(c.RoomKey); err != nil {
+			problems = append(problems, fmt.Errorf("SECKILL_ROOM_KEY: %w", err))
+		}
+	}
+	if c.RoomPassFactor != "" {
+		if _, err := parsePassFactor(c.RoomPassFactor); err != nil {
+			problems = append(problems, fmt.Errorf("SECKILL_ROOM_PASS_FACTOR=%q: %w", c.RoomPassFactor, err))
+		}
 	}
 	if c.LockWait < 0 || c.DBTimeout < 0 || c.ShutdownTimeout < 0 || c.RedisTimeout < 0 || c.RequestTimeout < 0 || c.ClaimIdle < 0 {
 		problems = append(problems, errors.New("durations must not be negative"))

@@ -10,6 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/rooms"
 	"github.com/seckill/seckill/internal/stock"
 )
 
@@ -35,6 +37,16 @@ const (
 	CodeRateLimited         = "rate_limited"
 	CodeUnavailable         = "unavailable"
 	CodeInternal            = "internal"
+	// The waiting room's (ROOM-API.md).
+	CodeNoWaitingRoom = "no_waiting_room"
+	CodeRoomOpened    = "room_opened"
+	CodePassRequired  = "pass_required"
+	CodePassInvalid   = "pass_invalid"
+	CodePassExpired   = "pass_expired"
+	CodePassWrongUser = "pass_wrong_user"
+	CodePassWrongItem = "pass_wrong_item"
+	CodePoWRequired   = "pow_required"
+	CodePoWInvalid    = "pow_invalid"
 )
 
 // errorKinds maps domain errors to status, code and a message, in the order
@@ -60,6 +72,15 @@ var errorKinds = []struct {
 	{stock.ErrOrderFailed, http.StatusConflict, CodeOrderFailed, "the order failed: the database refused it after it was queued (see its reason); it can be neither paid nor cancelled"},
 	{errUnauthorized, http.StatusUnauthorized, CodeUnauthorized, ""},
 	{errRateLimited, http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after the time in Retry-After"},
+	{rooms.ErrNoWaitingRoom, http.StatusConflict, CodeNoWaitingRoom, "the item has no waiting room"},
+	{rooms.ErrRoomOpened, http.StatusConflict, CodeRoomOpened, "the waiting room has opened or has tickets: lottery can no longer change"},
+	{room.ErrPassMissing, http.StatusForbidden, CodePassRequired, "this item's sale has a waiting room: the order needs the Seckill-Pass header from an admitted ticket"},
+	{room.ErrPassExpired, http.StatusForbidden, CodePassExpired, "the pass has expired"},
+	{room.ErrPassWrongUser, http.StatusForbidden, CodePassWrongUser, "the pass was issued to another user"},
+	{room.ErrPassWrongItem, http.StatusForbidden, CodePassWrongItem, "the pass was issued for another item"},
+	{room.ErrPassRejected, http.StatusForbidden, CodePassInvalid, "the pass is forged or malformed"},
+	{errPoWRequired, http.StatusForbidden, CodePoWRequired, "this waiting room needs a proof-of-work: get a challenge and solve it"},
+	{errPoWInvalid, http.StatusForbidden, CodePoWInvalid, "the proof-of-work does not verify"},
 	{stock.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable, "the service is temporarily unavailable; retry shortly"},
 }
 

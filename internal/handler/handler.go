@@ -72,6 +72,11 @@ type Config struct {
 	// Pprof serves net/http/pprof under /debug/pprof/ next to the admin
 	// routes, behind the admin token. Default false.
 	Pprof bool
+	// Rooms runs the waiting rooms (issue 21). Default nil: no item has a
+	// room, and setting one up is refused.
+	Rooms Rooms
+	// RoomPoW checks a join's proof-of-work. Default nil: off.
+	RoomPoW PoWCheck
 }
 
 // MaxBodyBytes caps request bodies; a larger one gets 413.
@@ -169,6 +174,9 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	api := pub.Group("/api/v1")
 	get(api, "/items/:id", h.publicItem)
 	api.POST("/items/:id/orders", h.tallyOrders, h.placeOrder)
+	api.POST("/items/:id/queue", h.joinQueue)
+	get(api, "/items/:id/queue/:ticket", h.queueStatus)
+	get(api, "/items/:id/draw", h.roomDraw)
 	get(api, "/orders/:id", h.getOrder)
 	api.POST("/orders/:id/pay", h.payOrder)
 	api.POST("/orders/:id/cancel", h.cancelOrder)
@@ -182,6 +190,8 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	get(adm, "/items/:id/live", h.liveItem)
 	get(adm, "/items/:id", h.adminItem)
 	adm.PUT("/items/:id/stock", h.setStock)
+	adm.PUT("/items/:id/waiting-room", h.setWaitingRoom)
+	adm.DELETE("/items/:id/waiting-room", h.deleteWaitingRoom)
 	get(adm, "/items/:id/dead-letters", h.deadLetters)
 	adm.POST("/items/:id/dead-letters/requeue", h.requeueDeadLetters)
 	adm.POST("/items/:id/reconcile", h.reconcile)

@@ -48,7 +48,7 @@ func concretePath(route string) string {
 	case strings.HasSuffix(p, "/profile"), strings.HasSuffix(p, "/trace"):
 		p += "?seconds=1"
 	}
-	r := strings.NewReplacer(":id", "1", ":file", "app.css", ":profile", "heap")
+	r := strings.NewReplacer(":id", "1", ":file", "app.css", ":profile", "heap", ":ticket", "t")
 	return r.Replace(p)
 }
 
@@ -97,7 +97,7 @@ func TestHeadWhereverGet(t *testing.T) {
 		// A minute for a request: a HEAD stream that did not end would
 		// outlast rawHead's deadline.
 		h := newTestHandler(t, answeringShop(), Config{Metrics: metrics.New(nil), Pprof: true, SeparateAdmin: separate,
-			RequestTimeout: time.Minute})
+			RequestTimeout: time.Minute, Rooms: answeringRooms{}})
 		engines := map[string]*gin.Engine{"one listener": h.engine}
 		if separate {
 			engines = map[string]*gin.Engine{"public": h.engine, "admin": h.admin}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/rooms"
 	"github.com/seckill/seckill/internal/stock"
 )
 
@@ -27,6 +28,8 @@ type adminItemJSON struct {
 	UpdatedAt  time.Time          `json:"updated_at"`
 	// Queue is the lua-async queue of the item; absent for other strategies.
 	Queue *queueJSON `json:"queue,omitempty"`
+	// WaitingRoom is the item's waiting room; absent without one.
+	WaitingRoom *rooms.AdminView `json:"waiting_room,omitempty"`
 }
 
 // queueJSON shows a lua-async queue: orders admitted and not yet in the
@@ -50,12 +53,13 @@ func adminView(it *stock.Item) adminItemJSON {
 }
 
 type publicItemJSON struct {
-	ID         int64      `json:"id"`
-	Name       string     `json:"name"`
-	PriceCents int64      `json:"price_cents"`
-	Remaining  int64      `json:"remaining"`
-	StartsAt   *time.Time `json:"starts_at"`
-	EndsAt     *time.Time `json:"ends_at"`
+	ID          int64           `json:"id"`
+	Name        string          `json:"name"`
+	PriceCents  int64           `json:"price_cents"`
+	Remaining   int64           `json:"remaining"`
+	StartsAt    *time.Time      `json:"starts_at"`
+	EndsAt      *time.Time      `json:"ends_at"`
+	WaitingRoom *rooms.Settings `json:"waiting_room,omitempty"`
 }
 
 type createItemRequest struct {
@@ -66,6 +70,8 @@ type createItemRequest struct {
 	Buckets    *int               `json:"buckets"` // absent: 1
 	StartsAt   *time.Time         `json:"starts_at"`
 	EndsAt     *time.Time         `json:"ends_at"`
+	// WaitingRoom, when given, sets up the item's waiting room.
+	WaitingRoom *waitingRoomRequest `json:"waiting_room"`
 }
 
 func (h *Handler) createItem(c *gin.Context) {
@@ -85,15 +91,37 @@ func (h *Handler) createItem(c *gin.Context) {
 		}
 		buckets = *req.Buckets
 	}
+	if req.WaitingRoom != nil {
+		if h.cfg.Rooms == nil {
+			h.writeError(c, stock.Invalidf("waiting rooms are not available on this server"))
+			return
+		}
+		if err := req.WaitingRoom.change().Validate(true); err != nil {
+			h.writeError(c, err)
+			return
+		}
+	}
 	it, err := h.shop.CreateItem(c.Request.Context(), stock.NewItem{Name: *req.Name, Stock: *req.Stock, PriceCents: req.PriceCents,
 		Strategy: req.Strategy, Buckets: buckets, StartsAt: req.StartsAt, EndsAt: req.EndsAt})
 	if err != nil {
 		h.writeError(c, err)
 		return
 	}
-	h.audit(c, "create_item", "item", it.ID, "before", nil, "after", adminView(it))
+	v := adminView(it)
+	if req.WaitingRoom != nil {
+		// The item exists now; a room that cannot be stored is an outage
+		// the admin retries with PUT .../waiting-room.
+		if err := h.cfg.Rooms.Set(c.Request.Context(), it.ID, req.WaitingRoom.change()); err != nil {
+			h.writeError(c, err)
+			return
+		}
+		if v.WaitingRoom, err = h.cfg.Rooms.Admin(c.Request.Context(), it); err != nil {
+			h.log.WarnContext(c.Request.Context(), "waiting room set up, its counters not read", "item", it.ID, "err", err)
+		}
+	}
+	h.audit(c, "create_item", "item", it.ID, "before", nil, "after", v)
 	c.Header("Location", "/api/v1/admin/items/"+strconv.FormatInt(it.ID, 10))
-	c.JSON(http.StatusCreated, adminView(it))
+	c.JSON(http.StatusCreated, v)
 }
 
 func (h *Handler) adminItem(c *gin.Context) {
@@ -109,6 +137,14 @@ func (h *Handler) adminItem(c *gin.Context) {
 			return
 		}
 		v.Queue = queueView(q)
+	}
+	if h.cfg.Rooms != nil {
+		wr, err := h.cfg.Rooms.Admin(c.Request.Context(), it)
+		if err != nil {
+			h.writeError(c, err)
+			return
+		}
+		v.WaitingRoom = wr
 	}
 	c.JSON(http.StatusOK, v)
 }

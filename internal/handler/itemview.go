@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/rooms"
 	"github.com/seckill/seckill/internal/stock"
 )
 
@@ -25,6 +26,7 @@ var itemViewCacheControl = "public, max-age=" + strconv.Itoa(ItemViewMaxAge)
 // hands out the same *stock.ItemView until it reads the item again.
 type encodedView struct {
 	view *stock.ItemView
+	room *rooms.Settings // the waiting room shown, nil without one
 	body []byte
 	etag string
 }
@@ -32,15 +34,15 @@ type encodedView struct {
 // itemViewCache keeps each item's last encoded view.
 type itemViewCache struct{ m sync.Map } // int64 -> *encodedView
 
-func (c *itemViewCache) encode(v *stock.ItemView) *encodedView {
-	if e, ok := c.m.Load(v.ID); ok && e.(*encodedView).view == v {
+func (c *itemViewCache) encode(v *stock.ItemView, wr *rooms.Settings) *encodedView {
+	if e, ok := c.m.Load(v.ID); ok && e.(*encodedView).view == v && sameRoom(e.(*encodedView).room, wr) {
 		return e.(*encodedView)
 	}
 	body, _ := json.Marshal(publicItemJSON{ID: v.ID, Name: v.Name, PriceCents: v.PriceCents,
-		Remaining: v.Remaining, StartsAt: v.StartsAt, EndsAt: v.EndsAt}) // plain fields: cannot fail
+		Remaining: v.Remaining, StartsAt: v.StartsAt, EndsAt: v.EndsAt, WaitingRoom: wr}) // plain fields: cannot fail
 	h := fnv.New64a()
 	_, _ = h.Write(body)
-	e := &encodedView{view: v, body: body, etag: `"` + strconv.FormatUint(h.Sum64(), 36) + `"`}
+	e := &encodedView{view: v, room: wr, body: body, etag: `"` + strconv.FormatUint(h.Sum64(), 36) + `"`}
 	c.m.Store(v.ID, e)
 	return e
 }
@@ -58,7 +60,11 @@ func (h *Handler) publicItem(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
-	e := h.views.encode(v)
+	var wr *rooms.Settings
+	if h.cfg.Rooms != nil {
+		wr = h.cfg.Rooms.Public(v.ID, v.StartsAt)
+	}
+	e := h.views.encode(v, wr)
 	c.Header("ETag", e.etag)
 	c.Header("Cache-Control", itemViewCacheControl)
 	if etagMatches(c.Request.Header.Values("If-None-Match"), e.etag) {
@@ -66,6 +72,10 @@ func (h *Handler) publicItem(c *gin.Context) {
 		return
 	}
 	c.Data(http.StatusOK, jsonContentType, e.body)
+}
+
+func sameRoom(a, b *rooms.Settings) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }
 
 // etagMatches reports whether If-None-Match names etag (weak comparison,

@@ -11,6 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/seckill/seckill/internal/rooms"
 )
 
 // The live view of an item is a stream of Server-Sent Events: one "stats"
@@ -49,6 +51,9 @@ type liveJSON struct {
 	RejectionsSince time.Time        `json:"rejections_since"`
 	// Queue is the lua-async queue; absent for other strategies.
 	Queue *queueJSON `json:"queue,omitempty"`
+	// WaitingRoom is the item's waiting room, as the admin item view
+	// shows it; absent without one.
+	WaitingRoom *rooms.AdminView `json:"waiting_room,omitempty"`
 }
 
 // liveItem streams the live view of an item (text/event-stream).
@@ -164,6 +169,11 @@ func (h *Handler) liveEvent(ctx context.Context, id int64) (*liveJSON, error) {
 			return nil, err
 		}
 		ev.Queue = queueView(q)
+	}
+	if h.cfg.Rooms != nil {
+		if ev.WaitingRoom, err = h.cfg.Rooms.Admin(ctx, it); err != nil {
+			return nil, err
+		}
 	}
 	ev.Rejections, ev.RejectionsSince = h.tally.counts(id)
 	return ev, nil

@@ -71,6 +71,11 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
+	// A roomed item's order needs a pass: checked in the process, first.
+	ticket, ok := h.checkPass(c, oreq)
+	if !ok {
+		return
+	}
 	// The per-user limit guards the path that can sell. An item this process
 	// knows is sold out, and a user it knows has bought (without a key, which
 	// must find its order), are refused from memory, cheaper than the limiter.
@@ -87,6 +92,8 @@ func (h *Handler) placeOrder(c *gin.Context) {
 	}
 	if replayed {
 		c.Header("Idempotent-Replayed", "true")
+	} else if ticket > 0 {
+		h.cfg.Rooms.Consume(c.Request.Context(), id, ticket) // its slot frees at once
 	}
 	c.Header("Location", "/api/v1/orders/"+o.ID)
 	status := http.StatusCreated

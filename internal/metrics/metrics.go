@@ -43,6 +43,7 @@ type Metrics struct {
 	lockLeaseLost prometheus.Counter
 
 	async asyncMetrics
+	room  roomMetrics
 
 	// code names an error by its API code, so order outcomes use the
 	// handler's one error table.
@@ -112,6 +113,7 @@ func New(code func(error) string) *Metrics {
 		m.lockObtain, m.lockWait, m.lockHold, m.lockRefresh, m.lockLeaseLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.async = newAsyncMetrics(m.reg)
+	m.room = newRoomMetrics(m.reg)
 	return m
 }
 

@@ -28,6 +28,8 @@ var (
 	consumeSource string
 	//go:embed close.lua
 	closeSource string
+	//go:embed ttl.lua
+	passTTLSource string
 
 	setupScript   = redis.NewScript(setupSource)
 	joinScript    = redis.NewScript(ticketSource + joinSource)
@@ -37,4 +39,5 @@ var (
 	admitScript   = redis.NewScript(admitSource)
 	consumeScript = redis.NewScript(consumeSource)
 	closeScript   = redis.NewScript(closeSource)
+	passTTLScript = redis.NewScript(passTTLSource)
 )

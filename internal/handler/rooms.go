@@ -1,0 +1,258 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/rooms"
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// The waiting room's routes (ROOM-API.md, docs/DESIGN.md "Waiting room").
+
+// Rooms runs the waiting rooms; *rooms.Service implements it.
+type Rooms interface {
+	// Roomed reports whether the item's orders need a pass (from memory).
+	Roomed(itemID int64) bool
+	// CheckPass verifies a pass in the process; the errors are room's.
+	CheckPass(itemID int64, user, pass string) (room.Pass, error)
+	// Replayable: the user has an order of the item under this key.
+	Replayable(ctx context.Context, itemID int64, user, key string) bool
+	// Consume marks a pass used, best effort.
+	Consume(ctx context.Context, itemID, ticket int64)
+	Join(ctx context.Context, v *stock.ItemView, user string) (*rooms.Ticket, error)
+	Status(ctx context.Context, v *stock.ItemView, ticket string) (*rooms.Ticket, error)
+	Draw(ctx context.Context, itemID int64) (*rooms.Draw, error)
+	Set(ctx context.Context, itemID int64, c rooms.Change) error
+	Delete(ctx context.Context, itemID int64) error
+	// Admin is the admin views' waiting_room (nil without a room).
+	Admin(ctx context.Context, it *stock.Item) (*rooms.AdminView, error)
+	// Public is the public view's waiting_room, from memory (nil without).
+	Public(itemID int64, startsAt *time.Time) *rooms.Settings
+}
+
+var _ Rooms = (*rooms.Service)(nil)
+
+// PassHeader carries an admitted buyer's pass on an order of a roomed item.
+const PassHeader = "Seckill-Pass"
+
+// PoWCheck verifies a join's proof-of-work (challenge and nonce as the
+// client sent them) for item and user; nil error: solved. Config.RoomPoW
+// nil: proof-of-work is off.
+type PoWCheck func(itemID int64, user, challenge, nonce string) error
+
+var (
+	// errPoWRequired: proof-of-work is on and the join carries none.
+	errPoWRequired = errors.New("proof-of-work required")
+	// errPoWInvalid: the join's proof-of-work does not verify.
+	errPoWInvalid = errors.New("proof-of-work invalid")
+)
+
+// waitingRoomRequest is a room's settings in item create and PUT
+// .../waiting-room; absent fields keep their value (or default).
+type waitingRoomRequest struct {
+	AdmitPerSecond *int  `json:"admit_per_second"`
+	PassTTLSeconds *int  `json:"pass_ttl_seconds"`
+	Lottery        *bool `json:"lottery"`
+	Paused         *bool `json:"paused"`
+}
+
+func (r *waitingRoomRequest) change() rooms.Change {
+	return rooms.Change{AdmitPerSecond: r.AdmitPerSecond, PassTTLSeconds: r.PassTTLSeconds, Lottery: r.Lottery, Paused: r.Paused}
+}
+
+type powJSON struct {
+	Challenge string `json:"challenge"`
+	Nonce     string `json:"nonce"`
+}
+
+type joinRequest struct {
+	UserID *string  `json:"user_id"`
+	PoW    *powJSON `json:"pow"`
+}
+
+// roomUser is the request's user: the token's in JWT mode, else the body's
+// user_id (req may be nil for a route without a body).
+func (h *Handler) roomUser(c *gin.Context, bodyUser *string) (string, error) {
+	if h.cfg.UserJWTSecret != nil {
+		return h.tokenUser(c)
+	}
+	if bodyUser == nil {
+		return "", stock.Invalidf("user_id is required")
+	}
+	if !stock.ValidUserID(*bodyUser) {
+		return "", stock.Invalidf("user_id must be 1 to %d printable ASCII characters", stock.MaxUserIDLen)
+	}
+	return *bodyUser, nil
+}
+
+// roomItem is the public view of the path's item, for the room routes.
+func (h *Handler) roomItem(c *gin.Context) (*stock.ItemView, bool) {
+	id, err := pathID(c)
+	if err != nil {
+		h.writeError(c, err)
+		return nil, false
+	}
+	v, err := h.shop.ItemView(c.Request.Context(), id)
+	if err != nil {
+		h.writeError(c, err)
+		return nil, false
+	}
+	if h.cfg.Rooms == nil {
+		h.writeError(c, rooms.ErrNoWaitingRoom)
+		return nil, false
+	}
+	return v, true
+}
+
+// joinQueue gives the user a place in the item's line (or the one it has).
+func (h *Handler) joinQueue(c *gin.Context) {
+	if err := h.limit(c, h.cfg.IPLimit, "ip", "join:"+c.RemoteIP()); err != nil {
+		h.writeError(c, err)
+		return
+	}
+	var req joinRequest
+	if !h.decodeOptional(c, &req, h.cfg.UserJWTSecret != nil) {
+		return
+	}
+	user, err := h.roomUser(c, req.UserID)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	v, ok := h.roomItem(c)
+	if !ok {
+		return
+	}
+	if !h.cfg.Rooms.Roomed(v.ID) {
+		h.writeError(c, rooms.ErrNoWaitingRoom)
+		return
+	}
+	if v.EndsAt != nil && !time.Now().Before(*v.EndsAt) {
+		h.writeError(c, stock.ErrSaleEnded)
+		return
+	}
+	// Proof-of-work (off unless configured) slots in here: after the cheap
+	// checks, before the join touches Redis.
+	if h.cfg.RoomPoW != nil {
+		if req.PoW == nil {
+			h.writeError(c, errPoWRequired)
+			return
+		}
+		if err := h.cfg.RoomPoW(v.ID, user, req.PoW.Challenge, req.PoW.Nonce); err != nil {
+			h.writeError(c, errors.Join(errPoWInvalid, err))
+			return
+		}
+	}
+	if v.Remaining <= 0 {
+		h.writeError(c, stock.ErrSoldOut)
+		return
+	}
+	t, err := h.cfg.Rooms.Join(c.Request.Context(), v, user)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, t)
+}
+
+// queueStatus is a ticket's state, place and (to its holder) pass.
+func (h *Handler) queueStatus(c *gin.Context) {
+	v, ok := h.roomItem(c)
+	if !ok {
+		return
+	}
+	t, err := h.cfg.Rooms.Status(c.Request.Context(), v, c.Param("ticket"))
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, t)
+}
+
+// roomDraw is the item's public draw document.
+func (h *Handler) roomDraw(c *gin.Context) {
+	v, ok := h.roomItem(c)
+	if !ok {
+		return
+	}
+	d, err := h.cfg.Rooms.Draw(c.Request.Context(), v.ID)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}
+
+// setWaitingRoom sets up or changes the item's room.
+func (h *Handler) setWaitingRoom(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	var req waitingRoomRequest
+	if !h.decode(c, &req) {
+		return
+	}
+	if h.cfg.Rooms == nil {
+		h.writeError(c, rooms.ErrNoWaitingRoom)
+		return
+	}
+	if err := h.cfg.Rooms.Set(c.Request.Context(), id, req.change()); err != nil {
+		h.writeError(c, err)
+		return
+	}
+	h.audit(c, "set_waiting_room", "item", id, "change", req)
+	h.adminItem(c)
+}
+
+// deleteWaitingRoom turns the item's room off.
+func (h *Handler) deleteWaitingRoom(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	if h.cfg.Rooms == nil {
+		h.writeError(c, rooms.ErrNoWaitingRoom)
+		return
+	}
+	if err := h.cfg.Rooms.Delete(c.Request.Context(), id); err != nil {
+		h.writeError(c, err)
+		return
+	}
+	h.audit(c, "delete_waiting_room", "item", id)
+	c.Status(http.StatusNoContent)
+}
+
+// checkPass is the order path's pass check for a roomed item: the pass's
+// ticket (0 when the item has no room), or false once it has answered a
+// refusal. A keyed retry of an order already taken passes whatever its pass
+// says now (its answer is replayed).
+func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (int64, bool) {
+	if h.cfg.Rooms == nil || !h.cfg.Rooms.Roomed(req.ItemID) {
+		return 0, true
+	}
+	pass, err := singleHeader(c, PassHeader)
+	if err != nil {
+		h.writeError(c, err)
+		return 0, false
+	}
+	p, err := h.cfg.Rooms.CheckPass(req.ItemID, req.UserID, pass)
+	if err == nil {
+		return p.Ticket, true
+	}
+	if h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
+		return 0, true
+	}
+	h.writeError(c, err)
+	return 0, false
+}

@@ -1,0 +1,207 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// Set sets up item id's room, or changes it (nil fields of c keep their
+// values). The item must exist. Lottery can change only before the sale
+// opened and before anyone joined (ErrRoomOpened); the room then starts
+// over with a new seed.
+func (s *Service) Set(ctx context.Context, id int64, c Change) error {
+	it, err := s.shop.Item(ctx, id)
+	if err != nil {
+		return err
+	}
+	cur, err := loadRow(ctx, s.db, id)
+	if err != nil {
+		return err
+	}
+	if err := c.Validate(cur == nil); err != nil {
+		return err
+	}
+	now := s.cfg.Now().UTC()
+	r := row{ItemID: id, PassTTLSeconds: DefaultPassTTLSeconds, Lottery: true, CreatedAt: now}
+	if cur != nil {
+		r = *cur
+	}
+	r.UpdatedAt = now
+	if c.AdmitPerSecond != nil {
+		r.AdmitPerSecond = *c.AdmitPerSecond
+	}
+	if c.PassTTLSeconds != nil {
+		r.PassTTLSeconds = *c.PassTTLSeconds
+	}
+	if c.Paused != nil {
+		r.Paused = *c.Paused
+	}
+	restart := false
+	if c.Lottery != nil && *c.Lottery != r.Lottery {
+		if cur != nil {
+			if it.StartsAt == nil || !now.Before(*it.StartsAt) {
+				return ErrRoomOpened
+			}
+			st, err := s.redisStats(ctx, id)
+			if err != nil && !errors.Is(err, room.ErrNoRoom) {
+				return roomErr(err)
+			}
+			if st.Tickets > 0 {
+				return ErrRoomOpened
+			}
+			restart = true
+		}
+		r.Lottery = *c.Lottery
+	}
+	if cur == nil || restart {
+		r.newSeed()
+	}
+	if restart {
+		// Nobody joined: drop the line, the loop sets it up again.
+		if err := s.withRoom(ctx, id, func(ctx context.Context, rm *room.Room) error { return rm.Delete(ctx) }); err != nil {
+			return err
+		}
+	}
+	var werr error
+	if cur == nil {
+		werr = s.db.WithContext(ctx).Create(&r).Error
+	} else {
+		werr = s.db.WithContext(ctx).Model(&row{}).Where("item_id = ?", id).Updates(map[string]any{
+			"admit_per_second": r.AdmitPerSecond, "pass_ttl_seconds": r.PassTTLSeconds, "lottery": r.Lottery,
+			"paused": r.Paused, "seed": r.Seed, "commitment": r.Commitment, "updated_at": r.UpdatedAt}).Error
+	}
+	if werr != nil {
+		return dbErr("save room", werr)
+	}
+	s.reloadNow(ctx)
+	if e := s.entry(id); e != nil && !e.ready.Load() {
+		// Set it up in Redis now, so a join right after this answer finds it.
+		rctx, cancel := s.redisCtx(ctx)
+		defer cancel()
+		if err := s.setup(rctx, e); err != nil {
+			s.log.Warn("waiting room: set-up in redis failed; the loop retries", "item", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// Delete turns item id's room off: orders no longer need a pass. Its line
+// in Redis is dropped too (best effort: a line left behind is replaced when
+// a room is set up again).
+func (s *Service) Delete(ctx context.Context, id int64) error {
+	if _, err := s.shop.Item(ctx, id); err != nil {
+		return err
+	}
+	res := s.db.WithContext(ctx).Where("item_id = ?", id).Delete(&row{})
+	if res.Error != nil {
+		return dbErr("delete room", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return ErrNoWaitingRoom
+	}
+	s.reloadNow(ctx)
+	if err := s.withRoom(ctx, id, func(ctx context.Context, rm *room.Room) error { return rm.Delete(ctx) }); err != nil {
+		s.log.Warn("waiting room: turned off, but its line stays in redis", "item", id, "err", err)
+	}
+	return nil
+}
+
+// withRoom runs fn on item id's room in Redis (whether or not it is known
+// here), bounded by the Redis timeout.
+func (s *Service) withRoom(ctx context.Context, id int64, fn func(context.Context, *room.Room) error) error {
+	rm, err := room.New(s.rdb, id, &room.Options{KeyPrefix: s.cfg.KeyPrefix})
+	if err != nil {
+		return err
+	}
+	rctx, cancel := s.redisCtx(ctx)
+	defer cancel()
+	return roomErr(fn(rctx, rm))
+}
+
+func (s *Service) redisStats(ctx context.Context, id int64) (room.Stats, error) {
+	var st room.Stats
+	rm, err := room.New(s.rdb, id, &room.Options{KeyPrefix: s.cfg.KeyPrefix})
+	if err != nil {
+		return st, err
+	}
+	rctx, cancel := s.redisCtx(ctx)
+	defer cancel()
+	return rm.Stats(rctx)
+}
+
+// Settings is a room's configuration as the API shows it.
+type Settings struct {
+	AdmitPerSecond int    `json:"admit_per_second"`
+	PassTTLSeconds int    `json:"pass_ttl_seconds"`
+	Lottery        bool   `json:"lottery"`
+	Commitment     string `json:"commitment,omitempty"`
+	Phase          string `json:"phase"`
+	Paused         bool   `json:"paused"`
+}
+
+// AdminView is the admin item view's waiting_room.
+type AdminView struct {
+	Settings
+	Closed            bool  `json:"closed"`
+	Tickets           int64 `json:"tickets"`
+	Waiting           int64 `json:"waiting"`
+	Admitted          int64 `json:"admitted"`
+	Used              int64 `json:"used"`
+	Expired           int64 `json:"expired"`
+	Live              int64 `json:"live"`
+	Rate              int64 `json:"rate"`
+	AdmittedPerSecond int64 `json:"admitted_per_second"`
+}
+
+// settings is e's public settings at now; phase pre before starts_at,
+// closed while sold out (as the loop last saw it), open otherwise.
+func (s *Service) settings(e *entry, startsAt *time.Time, now time.Time) Settings {
+	r := e.set.Load()
+	v := Settings{AdmitPerSecond: r.AdmitPerSecond, PassTTLSeconds: r.PassTTLSeconds, Lottery: r.Lottery, Paused: r.Paused, Phase: "open"}
+	if r.Lottery {
+		v.Commitment = r.Commitment
+	}
+	if startsAt != nil && now.Before(*startsAt) {
+		v.Phase = "pre"
+	} else if st := e.stats.Load(); st != nil && st.Closed {
+		v.Phase = "closed"
+	}
+	return v
+}
+
+// Public is item id's waiting_room in the public item view, from memory;
+// nil when the item has no room.
+func (s *Service) Public(id int64, startsAt *time.Time) *Settings {
+	e := s.entry(id)
+	if e == nil {
+		return nil
+	}
+	v := s.settings(e, startsAt, s.cfg.Now())
+	return &v
+}
+
+// Admin is item id's waiting_room in the admin views, its counters read
+// from Redis; nil when the item has no room.
+func (s *Service) Admin(ctx context.Context, it *stock.Item) (*AdminView, error) {
+	e := s.entry(it.ID)
+	if e == nil {
+		return nil, nil
+	}
+	rctx, cancel := s.redisCtx(ctx)
+	defer cancel()
+	st, err := e.room.Stats(rctx)
+	if err != nil {
+		return nil, roomErr(err)
+	}
+	v := &AdminView{Settings: s.settings(e, it.StartsAt, s.cfg.Now()), Closed: st.Closed, Tickets: st.Tickets,
+		Waiting: st.Waiting, Admitted: st.Admitted, Used: st.Used, Expired: st.Expired, Live: st.Live, Rate: st.Rate,
+		AdmittedPerSecond: e.admittedPerSecond()}
+	if st.Closed {
+		v.Phase = "closed"
+	}
+	return v, nil
+}

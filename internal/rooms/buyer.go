@@ -1,0 +1,188 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// Ticket is a ticket's status as the API shows it (join and status).
+type Ticket struct {
+	Ticket        string     `json:"ticket"`
+	Number        int64      `json:"number"`
+	State         room.State `json:"state"`
+	Drawn         bool       `json:"drawn"`
+	Position      int64      `json:"position"`
+	Ahead         int64      `json:"ahead"`
+	ETASeconds    int64      `json:"eta_seconds"`
+	Remaining     int64      `json:"remaining"`
+	Pass          string     `json:"pass,omitempty"`
+	PassExpiresAt *time.Time `json:"pass_expires_at,omitempty"`
+	OpensAt       *time.Time `json:"opens_at"`
+	PollAfterMS   int64      `json:"poll_after_ms"`
+}
+
+// Join gives user a place in item v's line (the place the user has, when
+// joining again). Errors: ErrNoWaitingRoom, stock.ErrSoldOut, and
+// stock.ErrUnavailable for Redis.
+func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ticket, error) {
+	e := s.entry(v.ID)
+	if e == nil {
+		return nil, ErrNoWaitingRoom
+	}
+	rctx, cancel := s.redisCtx(ctx)
+	defer cancel()
+	if !e.ready.Load() {
+		if err := s.setup(rctx, e); err != nil {
+			return nil, roomErr(err)
+		}
+	}
+	now := s.cfg.Now()
+	st, err := e.room.Join(rctx, user, now)
+	if errors.Is(err, room.ErrNoRoom) {
+		e.ready.Store(false)
+	}
+	if err != nil {
+		return nil, roomErr(err)
+	}
+	e.noteJoin(st.Ticket, now)
+	return s.ticket(v, st, now), nil
+}
+
+// Status is the status of the ticket string t in item v's room: not found
+// when t was not signed here for this item, or the item has no room.
+func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Ticket, error) {
+	number, ok := s.tix.open(v.ID, t)
+	e := s.entry(v.ID)
+	if !ok || e == nil {
+		return nil, stock.ErrNotFound
+	}
+	rctx, cancel := s.redisCtx(ctx)
+	defer cancel()
+	now := s.cfg.Now()
+	st, err := e.room.Status(rctx, number, now)
+	if errors.Is(err, room.ErrNoRoom) {
+		e.ready.Store(false)
+	}
+	if err != nil {
+		return nil, roomErr(err)
+	}
+	return s.ticket(v, st, now), nil
+}
+
+// ticket is the API's view of st; the pass is in it (st.Pass), which only
+// the holder of the signed ticket string ever asks for.
+func (s *Service) ticket(v *stock.ItemView, st room.Status, now time.Time) *Ticket {
+	t := &Ticket{Ticket: s.tix.sign(v.ID, st.Ticket), Number: st.Ticket, State: st.State, Drawn: st.Drawn,
+		Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Remaining: v.Remaining,
+		Pass: st.Pass, OpensAt: v.StartsAt}
+	if st.State == room.StateAdmitted {
+		exp := st.PassExpiry.UTC()
+		t.PassExpiresAt = &exp
+	}
+	if !st.Drawn || st.State != room.StateWaiting {
+		t.Position, t.Ahead, t.ETASeconds = 0, 0, -1
+	}
+	t.PollAfterMS = pollAfter(t, now)
+	return t
+}
+
+// pollAfter is the advice for the next poll (ROOM-API.md).
+func pollAfter(t *Ticket, now time.Time) int64 {
+	switch {
+	case t.State == room.StateUsed, t.State == room.StateExpired, t.State == room.StateSoldOut:
+		return 0
+	case t.State == room.StateWaiting && t.OpensAt != nil && t.OpensAt.Sub(now) > time.Minute:
+		return 5000
+	case t.State == room.StateWaiting && t.Position > 1000:
+		return 2000
+	}
+	return 1000
+}
+
+// Draw is item id's public draw document (ROOM-API.md).
+type Draw struct {
+	ItemID     int64   `json:"item_id"`
+	Lottery    bool    `json:"lottery"`
+	Commitment string  `json:"commitment,omitempty"`
+	Seed       *string `json:"seed"`
+	PreQueue   []int64 `json:"pre_queue"`
+	Served     []int64 `json:"served"`
+}
+
+// Draw reads item id's draw. A FIFO room (lottery off) has none: its
+// document says so, with no seed.
+func (s *Service) Draw(ctx context.Context, id int64) (*Draw, error) {
+	e := s.entry(id)
+	if e == nil {
+		return nil, ErrNoWaitingRoom
+	}
+	if !e.set.Load().Lottery {
+		return &Draw{ItemID: id, PreQueue: []int64{}, Served: []int64{}}, nil
+	}
+	rctx, cancel := s.redisCtx(ctx)
+	defer cancel()
+	d, err := e.room.Draw(rctx)
+	if err != nil {
+		return nil, roomErr(err)
+	}
+	out := &Draw{ItemID: id, Lottery: true, Commitment: d.Commitment, PreQueue: d.PreQueue, Served: d.Served}
+	if d.Seed != "" {
+		out.Seed = &d.Seed
+	}
+	return out, nil
+}
+
+// CheckPass verifies an order's Seckill-Pass for item id and user, in the
+// process (no Redis call). The errors are room's pass errors.
+func (s *Service) CheckPass(id int64, user, pass string) (room.Pass, error) {
+	p, err := s.pass.Verify(pass, id, user, s.cfg.Now())
+	if err != nil {
+		s.obs.RoomPassRejected(PassRejection(err))
+	}
+	return p, err
+}
+
+// PassRejection names a pass error as the API and the metrics do.
+func PassRejection(err error) string {
+	switch {
+	case errors.Is(err, room.ErrPassMissing):
+		return "pass_required"
+	case errors.Is(err, room.ErrPassExpired):
+		return "pass_expired"
+	case errors.Is(err, room.ErrPassWrongUser):
+		return "pass_wrong_user"
+	case errors.Is(err, room.ErrPassWrongItem):
+		return "pass_wrong_item"
+	}
+	return "pass_invalid"
+}
+
+// Consume marks the pass of ticket used, after its order was taken: its
+// slot frees at once. Best effort: a pass left live expires by itself, and
+// UNIQUE(item, user) already stops a second order.
+func (s *Service) Consume(ctx context.Context, id, ticket int64) {
+	e := s.entry(id)
+	if e == nil {
+		return
+	}
+	rctx, cancel := s.redisCtx(ctx)
+	defer cancel()
+	if err := e.room.Consume(rctx, ticket, s.cfg.Now()); err != nil && !errors.Is(err, room.ErrNotLive) {
+		s.log.Warn("waiting room: marking a pass used failed; it expires by itself", "item", id, "ticket", ticket, "err", err)
+	}
+}
+
+// Replayable reports whether user already has an order of item id placed
+// with Idempotency-Key key: its keyed retry replays the answer whatever its
+// pass says now.
+func (s *Service) Replayable(ctx context.Context, id int64, user, key string) bool {
+	if key == "" || s.orders == nil {
+		return false
+	}
+	o, k, err := s.orders.OrderOf(ctx, id, user)
+	return err == nil && o != nil && k == key
+}

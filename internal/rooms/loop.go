@@ -1,0 +1,272 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// entry is one roomed item in this process.
+type entry struct {
+	id   int64
+	room *room.Room
+	set  atomic.Pointer[row]
+	// ready: the room is set up in Redis with set's commitment and TTL.
+	ready atomic.Bool
+	// stats is the room as the loop last read it; view the item.
+	stats atomic.Pointer[room.Stats]
+	view  atomic.Pointer[stock.ItemView]
+
+	mu       sync.Mutex
+	joined   map[int64]time.Time // tickets joined here, not yet seen admitted
+	samples  []sample            // admitted counts, for admitted_per_second
+	lastWarn time.Time
+	cancel   context.CancelFunc
+}
+
+type sample struct {
+	at       time.Time
+	admitted int64
+}
+
+// maxJoinTimes bounds the join times a room keeps for the wait metric.
+const maxJoinTimes = 1 << 20
+
+func newEntry(rm *room.Room, r *row) *entry {
+	e := &entry{id: r.ItemID, room: rm, joined: map[int64]time.Time{}}
+	e.set.Store(r)
+	return e
+}
+
+// update takes a reloaded row: a new commitment or pass TTL sets the room
+// up in Redis again.
+func (e *entry) update(r *row) {
+	old := e.set.Swap(r)
+	if old.Commitment != r.Commitment || old.PassTTLSeconds != r.PassTTLSeconds || old.Lottery != r.Lottery {
+		e.ready.Store(false)
+	}
+}
+
+func (e *entry) stop() {
+	if e.cancel != nil {
+		e.cancel()
+	}
+}
+
+func (e *entry) noteJoin(ticket int64, at time.Time) {
+	e.mu.Lock()
+	if _, ok := e.joined[ticket]; !ok && len(e.joined) < maxJoinTimes {
+		e.joined[ticket] = at
+	}
+	e.mu.Unlock()
+}
+
+// admittedPerSecond is the admissions of the last second, from the loop's
+// samples (all instances', as counted in Redis).
+func (e *entry) admittedPerSecond() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := len(e.samples)
+	if n < 2 {
+		return 0
+	}
+	last := e.samples[n-1]
+	for i := n - 2; i >= 0; i-- {
+		if last.at.Sub(e.samples[i].at) >= time.Second {
+			return last.admitted - e.samples[i].admitted
+		}
+	}
+	return 0
+}
+
+func (e *entry) addSample(at time.Time, admitted int64) {
+	e.mu.Lock()
+	e.samples = append(e.samples, sample{at, admitted})
+	if len(e.samples) > 30 {
+		e.samples = append(e.samples[:0], e.samples[len(e.samples)-20:]...)
+	}
+	e.mu.Unlock()
+}
+
+// startLoop runs e's admission loop until e or the service stops. The
+// caller holds s.mu.
+func (s *Service) startLoop(e *entry) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	e.cancel = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.cfg.Tick)
+		defer t.Stop()
+		for {
+			tctx, done := context.WithTimeout(ctx, 3*s.cfg.RedisTimeout)
+			if err := s.tick(tctx, e); err != nil && ctx.Err() == nil {
+				e.warn(s, err)
+			}
+			done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+func (e *entry) warn(s *Service, err error) {
+	e.mu.Lock()
+	now := time.Now()
+	quiet := now.Sub(e.lastWarn) < 10*time.Second
+	if !quiet {
+		e.lastWarn = now
+	}
+	e.mu.Unlock()
+	if !quiet {
+		s.log.Warn("waiting room: admission tick failed (repeats are not logged for 10 s)", "item", e.id, "err", err)
+	}
+}
+
+// setup creates e's room in Redis from the stored row: every instance may,
+// it is idempotent. A room in Redis with another commitment is a line left
+// from before the item's room was turned off and on again: the database
+// wins (checked again there first). A FIFO room (lottery off) opens at
+// once, with an empty pre-queue: its tickets are served in number order
+// (nobody is admitted before starts_at: the loop does not call Admit).
+func (s *Service) setup(ctx context.Context, e *entry) error {
+	r := e.set.Load()
+	err := e.room.Setup(ctx, r.Commitment, r.passTTL())
+	if errors.Is(err, room.ErrRoomExists) {
+		cur, lerr := loadRow(ctx, s.db, e.id)
+		if lerr != nil {
+			return lerr
+		}
+		if cur == nil || cur.Commitment != r.Commitment {
+			return nil // the reload will bring the change
+		}
+		s.log.Warn("waiting room: redis holds an older line of this item; replacing it with the stored room", "item", e.id)
+		if err = e.room.Delete(ctx); err == nil {
+			err = e.room.Setup(ctx, r.Commitment, r.passTTL())
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := e.room.SetPassTTL(ctx, r.passTTL()); err != nil {
+		return err
+	}
+	if !r.Lottery {
+		seed, err := r.seed()
+		if err != nil {
+			return err
+		}
+		if err := e.room.Open(ctx, seed); err != nil {
+			return err
+		}
+	}
+	if e.set.Load() == r {
+		e.ready.Store(true)
+	}
+	return nil
+}
+
+// tick is one round of e's loop: set up if needed, Open at starts_at,
+// Close when sold out and Resume when stock comes back, and Admit.
+func (s *Service) tick(ctx context.Context, e *entry) error {
+	if !e.ready.Load() {
+		if err := s.setup(ctx, e); err != nil {
+			return err
+		}
+	}
+	r := e.set.Load()
+	v, err := s.shop.ItemView(ctx, e.id)
+	if err != nil {
+		return err
+	}
+	e.view.Store(v)
+	st, err := e.room.Stats(ctx)
+	if errors.Is(err, room.ErrNoRoom) {
+		e.ready.Store(false) // Redis lost it: set it up again next tick
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	opened := v.StartsAt == nil || !now.Before(*v.StartsAt)
+	ended := v.EndsAt != nil && !now.Before(*v.EndsAt)
+	if opened && st.Phase != "open" {
+		seed, err := r.seed()
+		if err != nil {
+			return err
+		}
+		if err := e.room.Open(ctx, seed); err != nil {
+			return err
+		}
+		st.Phase = "open"
+	}
+	soldOut := v.Remaining <= 0
+	switch {
+	case soldOut && !st.Closed:
+		if err := e.room.Close(ctx); err != nil {
+			return err
+		}
+		st.Closed = true
+	case !soldOut && st.Closed:
+		if err := e.room.Resume(ctx); err != nil {
+			return err
+		}
+		st.Closed = false
+	}
+	if opened && !st.Closed && !ended {
+		// Paused: Admit with no room for a pass still hands on the
+		// expired ones' count and admits nobody.
+		maxLive := 0
+		if !r.Paused {
+			maxLive = int(math.Min(math.Floor(s.cfg.PassFactor*float64(v.Remaining)), math.MaxInt32))
+		}
+		a, err := e.room.Admit(ctx, now, r.AdmitPerSecond, maxLive)
+		if err != nil && !errors.Is(err, room.ErrSoldOut) {
+			return err
+		}
+		s.admitted(e, &st, a, v, now)
+	}
+	e.stats.Store(&st)
+	e.addSample(now, st.Admitted)
+	s.obs.RoomWaiting(e.id, st.Waiting)
+	return nil
+}
+
+// admitted records one Admit call's effect: metrics, and the stats the
+// loop keeps.
+func (s *Service) admitted(e *entry, st *room.Stats, a room.Admission, v *stock.ItemView, now time.Time) {
+	n := int64(len(a.Tickets))
+	st.Waiting -= n
+	st.Admitted += n
+	st.Live += n - a.Expired
+	st.Expired += a.Expired
+	if a.Expired > 0 {
+		s.obs.RoomPassesExpired(e.id, a.Expired)
+	}
+	if n == 0 {
+		return
+	}
+	s.obs.RoomAdmitted(e.id, len(a.Tickets))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, t := range a.Tickets {
+		from, ok := e.joined[t]
+		delete(e.joined, t)
+		if v.StartsAt != nil && (t <= st.PreQueue || (ok && from.Before(*v.StartsAt))) {
+			from, ok = *v.StartsAt, true // waited from the opening
+		}
+		if ok {
+			s.obs.RoomWait(now.Sub(from))
+		}
+	}
+}

@@ -1,0 +1,259 @@
+// Package rooms runs the waiting rooms (issue 21) of a service instance: it
+// keeps each item's room settings in the database, knows which items have a
+// room (reloaded every second, and at once after a change made here), runs
+// each room's admission loop (Open at starts_at, Admit every 100 ms, Close
+// when the item sells out, Resume when stock comes back), and answers the
+// HTTP layer's questions: join, status, the draw, the pass of an order.
+//
+// internal/room holds the rules (tickets, the draw, admission, passes) in
+// Redis; this package wires them to items. Every instance runs every loop:
+// admission is one Redis script with all its state in Redis, so several
+// instances together admit at most R a second.
+package rooms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/stock"
+)
+
+// Shop is what the rooms need of the shop: the items and their remaining
+// stock (the public view: the gate's count, at most a few hundred ms old).
+type Shop interface {
+	Item(ctx context.Context, id int64) (*stock.Item, error)
+	ItemView(ctx context.Context, id int64) (*stock.ItemView, error)
+}
+
+// Orders finds a user's order of an item and the Idempotency-Key it was
+// placed with (store.Store.OrderOf): a keyed retry of an order already
+// taken is replayed even if its pass expired since.
+type Orders interface {
+	OrderOf(ctx context.Context, itemID int64, userID string) (*stock.Order, string, error)
+}
+
+// Observer receives the rooms' measurements (metrics.Metrics). Item labels
+// are the contract's (ROOM-API.md): rooms are few.
+type Observer interface {
+	RoomWaiting(item int64, n int64)
+	RoomAdmitted(item int64, n int)
+	RoomWait(d time.Duration)
+	RoomPassesExpired(item int64, n int64)
+	RoomPassRejected(reason string)
+	RoomForget(item int64)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) RoomWaiting(int64, int64)       {}
+func (nopObserver) RoomAdmitted(int64, int)        {}
+func (nopObserver) RoomWait(time.Duration)         {}
+func (nopObserver) RoomPassesExpired(int64, int64) {}
+func (nopObserver) RoomPassRejected(string)        {}
+func (nopObserver) RoomForget(int64)               {}
+
+// Config tunes the service.
+type Config struct {
+	// Key signs passes and ticket strings: every instance must share it.
+	// At least room.MinPassKeyLen bytes. Required.
+	Key []byte
+	// KeyPrefix starts the rooms' Redis keys (the gate's prefix).
+	KeyPrefix string
+	// PassFactor caps the admitted-and-unused passes at PassFactor times
+	// the remaining stock. Default 1.
+	PassFactor float64
+	// RedisTimeout bounds each Redis call of a request or a loop tick, so
+	// a stalled Redis answers 503 fast. Default 1 s.
+	RedisTimeout time.Duration
+	// Tick is the admission loop's period (default 100 ms); Reload how
+	// often the rooms are read from the database (default 1 s).
+	Tick, Reload time.Duration
+	Logger       *slog.Logger
+	Observer     Observer
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Service runs the rooms of one process.
+type Service struct {
+	cfg    Config
+	db     *gorm.DB
+	rdb    redis.UniversalClient
+	shop   Shop
+	orders Orders
+	pass   room.PassKey
+	tix    ticketSigner
+	log    *slog.Logger
+	obs    Observer
+
+	mu    sync.RWMutex
+	rooms map[int64]*entry
+	kick  chan struct{}
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	running atomic.Bool
+}
+
+// New builds the service and reads the rooms once; Start runs its loops.
+func New(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, shop Shop, orders Orders, cfg Config) (*Service, error) {
+	pass, err := room.NewPassKey(cfg.Key)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PassFactor <= 0 {
+		cfg.PassFactor = 1
+	}
+	if cfg.RedisTimeout <= 0 {
+		cfg.RedisTimeout = time.Second
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 100 * time.Millisecond
+	}
+	if cfg.Reload <= 0 {
+		cfg.Reload = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Service{cfg: cfg, db: db, rdb: rdb, shop: shop, orders: orders, pass: pass, tix: newTicketSigner(cfg.Key),
+		log: cfg.Logger, obs: cfg.Observer, rooms: map[int64]*entry{}, kick: make(chan struct{}, 1)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if err := s.reload(ctx); err != nil {
+		s.cancel()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start runs the reload loop (and, through it, every room's admission
+// loop) until Close.
+func (s *Service) Start() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.cfg.Reload)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+			case <-s.kick:
+			}
+			ctx, cancel := context.WithTimeout(s.ctx, 2*s.cfg.Reload)
+			if err := s.reload(ctx); err != nil {
+				s.log.Warn("waiting rooms: reload from the database failed; keeping the last known rooms", "err", err)
+			}
+			cancel()
+		}
+	}()
+	s.mu.Lock()
+	s.running.Store(true)
+	for _, e := range s.rooms {
+		s.startLoop(e)
+	}
+	s.mu.Unlock()
+}
+
+// Close stops every loop and waits for them.
+func (s *Service) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// reload reads the rooms from the database: new rooms get an entry (and a
+// loop once started), changed ones their new settings, removed ones stop.
+func (s *Service) reload(ctx context.Context) error {
+	rows, err := loadRows(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	seen := make(map[int64]bool, len(rows))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range rows {
+		r := rows[i]
+		seen[r.ItemID] = true
+		if e, ok := s.rooms[r.ItemID]; ok {
+			e.update(&r)
+			continue
+		}
+		rm, err := room.New(s.rdb, r.ItemID, &room.Options{KeyPrefix: s.cfg.KeyPrefix, PassKey: s.pass})
+		if err != nil {
+			return err
+		}
+		e := newEntry(rm, &r)
+		s.rooms[r.ItemID] = e
+		if s.running.Load() {
+			s.startLoop(e)
+		}
+	}
+	for id, e := range s.rooms {
+		if !seen[id] {
+			e.stop()
+			delete(s.rooms, id)
+			s.obs.RoomForget(id)
+		}
+	}
+	return nil
+}
+
+// reloadNow asks the reload loop to read the database at once (a change
+// made here), and applies it in this goroutine too.
+func (s *Service) reloadNow(ctx context.Context) {
+	if err := s.reload(ctx); err != nil {
+		s.log.Warn("waiting rooms: reload after a change failed", "err", err)
+	}
+}
+
+// entry returns item id's room, or nil.
+func (s *Service) entry(id int64) *entry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rooms[id]
+}
+
+// Roomed reports whether item id's orders need a pass (from memory: a room
+// set up on another instance is known here within a second).
+func (s *Service) Roomed(id int64) bool { return s.entry(id) != nil }
+
+// redisCtx bounds one Redis step of a request.
+func (s *Service) redisCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.RedisTimeout)
+}
+
+// roomErr maps the room package's errors to the API's.
+func roomErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, room.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("waiting room: %w: %w", stock.ErrUnavailable, err)
+	case errors.Is(err, room.ErrNoRoom):
+		// The database says the item has a room and Redis has none: Redis
+		// lost it (the loop sets it up again). Fail closed.
+		return fmt.Errorf("waiting room: %w: not in redis (being set up again): %w", stock.ErrUnavailable, err)
+	case errors.Is(err, room.ErrSoldOut):
+		return stock.ErrSoldOut
+	case errors.Is(err, room.ErrUnknownTicket):
+		return stock.ErrNotFound
+	}
+	return err
+}
