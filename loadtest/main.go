@@ -81,6 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Room.PassTTL, "room-pass-ttl", 60*time.Second, "room mode: the pass lifetime (whole seconds, 5s to 1h)")
 	fs.DurationVar(&cfg.Room.OpenIn, "room-open-in", 0, "room mode: how far ahead starts_at is set (0 = 3s + 1ms a user)")
 	fs.BoolVar(&roomLottery, "room-lottery", true, "room mode: the opening draw (false: the pre-queue is served in ticket order)")
+	fs.Float64Var(&cfg.Room.PassFactor, "room-pass-factor", 1, "room mode: the service's SECKILL_ROOM_PASS_FACTOR (live passes <= factor x remaining stock)")
 	fs.IntVar(&cfg.Room.Probes, "room-probes", 3, "room mode: refused orders sent of each kind (no pass, forged, another user's, reused); 0 = none")
 	fs.BoolVar(&quiet, "q", false, "no progress lines")
 	fs.Uint64Var(&seed, "seed", 0, "plan seed (0 = from the clock)")

@@ -78,8 +78,8 @@ func wantAllPassRoom(t *testing.T, rep *harness.Report) {
 				t.Errorf("%s: %s %s: %s", s.Strategy, inv.Verdict(), inv.Name, inv.Detail)
 			}
 		}
-		if n != 11 {
-			t.Errorf("%s: %d room invariants, want 11", s.Strategy, n)
+		if n != 12 {
+			t.Errorf("%s: %d room invariants, want 12", s.Strategy, n)
 		}
 	}
 }

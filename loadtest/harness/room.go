@@ -23,6 +23,9 @@ type RoomConfig struct {
 	PassTTL   time.Duration // the pass lifetime, whole seconds (5s to 1h). Default 60s
 	OpenIn    time.Duration // starts_at is about this far after the item's creation. Default 3s + 1ms a user
 	NoLottery bool          // "lottery": false (the pre-queue is served in ticket order)
+	// PassFactor is the service's SECKILL_ROOM_PASS_FACTOR (live passes
+	// <= factor x remaining stock). Default 1; R10 holds factor 1 only.
+	PassFactor float64
 	// Probes is how many refused orders of each kind are sent: without a
 	// pass, with a forged pass, with another user's pass, and a pass used
 	// again. Default 3; negative: none.
@@ -41,6 +44,9 @@ func (c RoomConfig) withDefaults(users int) (RoomConfig, error) {
 	}
 	if c.Probes == 0 {
 		c.Probes = 3
+	}
+	if c.PassFactor == 0 {
+		c.PassFactor = 1
 	}
 	switch {
 	case c.Late < 0:
@@ -73,9 +79,10 @@ type roomUser struct {
 	step int8
 	due  time.Time // when the current step was due
 
-	joinStart, joinEnd time.Time // the join that answered 200
-	ticket             string
-	number             int64
+	joinStart time.Time // the first join attempt (a 503 may have taken the place)
+	joinEnd   time.Time // the join that answered 200
+	ticket    string
+	number    int64
 
 	state        string    // the last state read
 	outcome      string    // set when the user stops: "bought", "sold_out", or why not
@@ -304,10 +311,13 @@ func (rr *roomRun) doJoin(ctx context.Context, w *workerStats, i int32, u *roomU
 	var v ticketView
 	c := rr.cl.join(ctx, rr.itemID, u.id, &v)
 	w.joins = append(w.joins, c.end.Sub(c.start))
+	if u.joinStart.IsZero() {
+		u.joinStart = c.start
+	}
 	switch {
 	case c.status == http.StatusOK && c.err == nil:
 		rr.joined.Add(1)
-		u.joinStart, u.joinEnd = c.start, c.end
+		u.joinEnd = c.end
 		u.ticket, u.number = v.Ticket, v.Number
 		if v.Ticket == "" || v.Number <= 0 {
 			u.problem("join answered ticket %q number %d", v.Ticket, v.Number)

@@ -80,8 +80,11 @@ func (rr *roomRun) fifoInvariant(f roomFacts) Invariant {
 }
 
 // rateInvariants (R5): no second admits more than R+10 %; each full
-// second (not the first or the last) admits R±10 % (timing).
-func (rr *roomRun) rateInvariants(perSecond []int) []Invariant {
+// second admits R±10 % (timing). A full second is neither the first
+// second with admissions nor one in which admissions reached the line's
+// end (limit: the stock, or every ticket): from then on the cap of live
+// passes or the empty line holds admission back, not the rate.
+func (rr *roomRun) rateInvariants(perSecond []int, limit int) []Invariant {
 	R := float64(rr.rc.Rate)
 	lo, hi := 0.9*R, 1.1*R
 	var over []string
@@ -96,11 +99,18 @@ func (rr *roomRun) rateInvariants(perSecond []int) []Invariant {
 		capInv.Detail = fmt.Sprintf("R %d, above %.0f: %s", rr.rc.Rate, hi, strings.Join(over, ", "))
 	}
 	name := "R5b admissions per full second within ±10% of R"
-	if len(perSecond) < 3 {
-		return []Invariant{capInv, {Name: name, Skipped: true, Timing: true,
-			Detail: fmt.Sprintf("no full second of admissions (%d seconds with admissions; the stock lasts about stock/R seconds)", len(perSecond))}}
+	end, sum := len(perSecond), 0
+	for k, n := range perSecond {
+		if sum += n; sum >= limit {
+			end = k
+			break
+		}
 	}
-	full := perSecond[1 : len(perSecond)-1]
+	if end < 2 {
+		return []Invariant{capInv, {Name: name, Skipped: true, Timing: true,
+			Detail: fmt.Sprintf("no full second of admissions: per second %s, the line's end (%d) reached in second %d", fmtCounts(perSecond), limit, end)}}
+	}
+	full := perSecond[1:end]
 	var bad []string
 	for k, n := range full {
 		if float64(n) < lo || float64(n) > hi {

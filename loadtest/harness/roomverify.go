@@ -3,9 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -189,7 +187,7 @@ func (rr *roomRun) verifyRoom(ctx context.Context, sr *StrategyReport, pre *room
 
 	invs = append(invs, rr.drawInvariant(f, pre, a.draw, a.drawErr))
 	invs = append(invs, rr.fifoInvariant(f))
-	invs = append(invs, rr.rateInvariants(sr.Room.PerSecond)...)
+	invs = append(invs, rr.rateInvariants(sr.Room.PerSecond, min(S, len(f.byNumber)))...)
 
 	// R6: every user learns the outcome.
 	{
@@ -245,6 +243,33 @@ func (rr *roomRun) verifyRoom(ctx context.Context, sr *StrategyReport, pre *room
 		add("R9 the item sells exactly its stock", false, probs, "sold %d = min(stock %d, tickets %d)", sr.Final.Sold, S, len(f.byNumber))
 	}
 
+	// R10: never more admitted-and-unused passes than the remaining stock
+	// (times the pass factor). With factor 1 every pass that did not
+	// expire must have bought: a pass beyond that was live while no unit
+	// was left for it.
+	{
+		refused := 0
+		for _, u := range f.admitted {
+			if !u.bought {
+				refused++
+			}
+		}
+		name := "R10 admitted passes never outnumber the remaining stock"
+		switch {
+		case a.admin == nil:
+			add(name, false, []string{"the admin item view has no waiting_room"}, "")
+		case rr.rc.PassFactor != 1:
+			skip(name, false, fmt.Sprintf("pass factor %g: passes may exceed the stock by design; %d admitted users did not buy", rr.rc.PassFactor, refused))
+		default:
+			var probs []string
+			if over := a.admin.Admitted - a.admin.Expired - int64(max(f.orders, sr.Final.Sold)); over > 0 && f.soldOut {
+				probs = append(probs, fmt.Sprintf("the room admitted %d and %d expired for %d units: %d passes had no unit left (%d users read their pass and did not buy)",
+					a.admin.Admitted, a.admin.Expired, S, over, refused))
+			}
+			add(name, false, probs, "admitted %d, expired %d, for %d orders", a.admin.Admitted, a.admin.Expired, f.orders)
+		}
+	}
+
 	sr.Invariants = append(sr.Invariants, invs...)
 	sr.Pass = true
 	for _, inv := range sr.Invariants {
@@ -292,11 +317,15 @@ func (rr *roomRun) drawInvariant(f roomFacts, pre *roomView, d drawDoc, derr err
 		}
 		detail = "seed revealed, hashes to the commitment published before the opening; "
 	} else {
-		sorted := slices.Sorted(maps.Keys(f.preQ))
-		if len(d.Served) > len(sorted) || !slices.Equal(d.Served, sorted[:min(len(d.Served), len(sorted))]) {
-			probs = append(probs, "lottery off, but the pre-queue was not served in ticket order")
+		// No draw: the document has no seed and lists no pre-queue, and
+		// the whole line is served in ticket order (R4 checks it all).
+		if d.Seed != "" || len(d.PreQueue) > 0 || len(d.Served) > 0 {
+			probs = append(probs, "lottery off, but the draw document has a seed or lists tickets")
 		}
-		detail = "lottery off: served in ticket order; "
+		if len(probs) > 0 {
+			return Invariant{Name: name, Detail: listSome(probs)}
+		}
+		return Invariant{Name: name, Pass: true, Detail: "lottery off: no draw, no seed; the whole line is checked FIFO (R4)"}
 	}
 	for t := int64(1); t <= int64(len(d.PreQueue)); t++ {
 		if !f.preQ[t] {
