@@ -77,6 +77,19 @@ func TestRoomPassRules(t *testing.T) {
 			t.Errorf("after one bought: sold %d used %d, want 1 and 1", v.Sold, v.WaitingRoom.Used)
 		}
 
+		m := c.Must(t, "GET", "/metrics", nil, true, nil)
+		for _, want := range []string{
+			`seckill_room_pass_rejections_total{reason="pass_expired"}`,
+			`seckill_room_pass_rejections_total{reason="pass_wrong_user"}`,
+			`seckill_room_admitted_total{item="` + itoa(id) + `"}`,
+			`seckill_room_waiting{item="` + itoa(id) + `"}`,
+			`seckill_room_wait_seconds_count`,
+		} {
+			if !strings.Contains(string(m.Body), want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+
 		// A forged or another item's ticket string reads nothing.
 		for _, tk := range []string{"AAAA", ann.Ticket + "x", joinRoom(t, c, other, "ann").Ticket} {
 			r := c.Must(t, "GET", roomPath(id, "/queue/"+tk), nil, false, nil)
@@ -135,4 +148,3 @@ func TestRoomOff(t *testing.T) {
 		wantError(t, "PUT on no item", r, http.StatusNotFound, "not_found")
 	})
 }
-

@@ -7,8 +7,8 @@
 // of stock except what its caller tells it (the cap of live passes, Close
 // when sold out).
 //
-// The package is not wired into the HTTP API yet; docs/DESIGN.md, "Waiting
-// room", lists what remains.
+// internal/rooms wires it into the service (storage, the admission loop,
+// the HTTP routes); docs/DESIGN.md, "Waiting room", describes both.
 //
 // The parts:
 //

@@ -1,0 +1,105 @@
+package app_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// Redis down (connections refused) or stalled (accepted, never answered):
+// a join and a status poll fail closed with a fast 503, an order with a
+// good pass too (its gate is in Redis), and a bad pass is still a 403 (it
+// needs no Redis). Once Redis is back, the same user finds the same place.
+func TestRoomRedisDownOrStalled(t *testing.T) {
+	type fault struct {
+		name        string
+		start, heal func(*testenv.Proxy)
+	}
+	cut := fault{"down", (*testenv.Proxy).Cut, (*testenv.Proxy).Restore}
+	stall := fault{"stalled", (*testenv.Proxy).Stall, (*testenv.Proxy).Heal}
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		faults := []fault{cut}
+		if b.Mini == nil {
+			// The embedded Redis's default bound is 10 s (it has no network
+			// to stall); a stall is the real Redis's failure.
+			faults = append(faults, stall)
+		}
+		for _, f := range faults {
+			t.Run(f.name, func(t *testing.T) {
+				u, err := url.Parse(b.RedisURL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				proxy := testenv.NewProxy(t, u.Host)
+				c := startRoomApp(t, b, func(cfg *app.Config) {
+					pu := *u
+					pu.Host = proxy.Addr()
+					cfg.RedisURL = pu.String()
+					cfg.RedisTimeout = 0 // the production default
+				})
+				id := createRoomItem(t, c, 3, map[string]any{"admit_per_second": 100})
+				ann := joinRoom(t, c, id, "ann")
+				annT := awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+				ben := joinRoom(t, c, id, "ben")
+
+				f.start(proxy)
+				for _, call := range []struct {
+					name string
+					do   func() (int, string)
+				}{
+					{"join", func() (int, string) {
+						r, _ := c.Do("POST", roomPath(id, "/queue"), map[string]string{"user_id": "cat"}, false, nil)
+						return r.Status, r.ErrorCode()
+					}},
+					{"status", func() (int, string) {
+						r, _ := c.Do("GET", roomPath(id, "/queue/"+ben.Ticket), nil, false, nil)
+						return r.Status, r.ErrorCode()
+					}},
+					{"order with a good pass", func() (int, string) {
+						r := orderWithPass(t, c, id, "ann", annT.Pass, "")
+						return r.Status, r.ErrorCode()
+					}},
+				} {
+					start := time.Now()
+					status, code := call.do()
+					if took := time.Since(start); status != http.StatusServiceUnavailable || code != "unavailable" || took > outageBound {
+						t.Errorf("%s with redis %s: got %d %s after %v, want 503 unavailable within %v", call.name, f.name, status, code, took, outageBound)
+					}
+				}
+				wantError(t, "order without a pass during the fault", orderWithPass(t, c, id, "ben", "", ""), http.StatusForbidden, "pass_required")
+				f.heal(proxy)
+
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					r, _ := c.Do("POST", roomPath(id, "/queue"), map[string]string{"user_id": "ben"}, false, nil)
+					if r.Status == http.StatusOK {
+						var tk roomTicket
+						r.JSON(t, &tk)
+						if tk.Ticket != ben.Ticket {
+							t.Errorf("ben after the fault: ticket %d, want %d", tk.Number, ben.Number)
+						}
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("join after the fault healed: still %d %s", r.Status, r.Body)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				// cat's join was answered 503, but a stalled Redis may run it
+				// once it answers again: a join is one script, so cat then
+				// has one place, which joining again returns.
+				cat := joinRoom(t, c, id, "cat")
+				if cat.Number != 3 {
+					t.Errorf("cat after the fault: ticket %d, want 3", cat.Number)
+				}
+				if v := roomAdminView(t, c, id); v.Sold != 0 || v.WaitingRoom.Tickets != 3 {
+					t.Errorf("after the fault: sold %d tickets %d, want 0 and 3 (one place each)", v.Sold, v.WaitingRoom.Tickets)
+				}
+			})
+		}
+	})
+}
