@@ -89,25 +89,35 @@ open_item=$(room_item poll-open 1 1 20)
 fill "$open_item" "$POLL_TICKETS" open "$OUT/tickets-open.txt"
 fill "$pre_item" "$POLL_TICKETS" pre "$OUT/tickets-pre.txt"
 
-declare -A rps p99
+declare -A rps p99 split
 failures=0
-# row LABEL CONNS URL [room.lua args...]: one wrk run; records req/s and p99
-# and checks that every answer was a 200.
+# redis_cpu: the Redis server's CPU seconds (0 when it is not on this machine).
+redis_pid=$(redis-cli -u "$REDIS_URL" info server 2>/dev/null | awk -F: '/^process_id:/ { print $2 + 0 }')
+redis_cpu() { if [ -n "$redis_pid" ] && [ -r "/proc/$redis_pid/stat" ]; then cpu_of "$redis_pid"; else echo 0; fi; }
+# row LABEL CONNS URL [room.lua args...]: one wrk run; records req/s, p99
+# and the CPU µs per request of the service, Redis and wrk, and checks
+# that every answer was a 200.
 row() {
   local label=$1 c=$2 url=$3; shift 3
-  local f="$OUT/$label-c$c.txt"
+  local f="$OUT/$label-c$c.txt" s0 r0 t TIMEFORMAT='%U %S'
+  s0=$(cpu_of "$svc"); r0=$(redis_cpu)
   if [ $# -gt 0 ]; then
-    wrk -t2 -c"$c" -d"$DURATION" --latency -s loadtest/wrk/room.lua "$url" -- "$@" >"$f" 2>&1
+    t=$( { time wrk -t2 -c"$c" -d"$DURATION" --latency -s loadtest/wrk/room.lua "$url" -- "$@" >"$f" 2>&1; } 2>&1)
     local s; s=$(sed -n 's/^wrk-summary //p' "$f")
     if [ "$(jq '.non2xx + .connect + .read + .write + .timeout' <<<"$s")" != 0 ]; then
       echo "  FAIL $label -c$c: answers other than 200: $s" >&2; failures=$((failures + 1))
     fi
   else
-    wrk -t2 -c"$c" -d"$DURATION" --latency "$url" >"$f" 2>&1
+    t=$( { time wrk -t2 -c"$c" -d"$DURATION" --latency "$url" >"$f" 2>&1; } 2>&1)
   fi
   rps[$label,$c]=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$f")
   p99[$label,$c]=$(awk '$1 == "99%" { print $2 }' "$f")
-  echo "  $label -c$c: ${rps[$label,$c]} req/s, p99 ${p99[$label,$c]}" >&2
+  split[$label,$c]=$(awk -v n="$(awk '/ requests in / { print $1 }' "$f")" -v s="$(cpu_of "$svc") $s0" \
+    -v r="$(redis_cpu) $r0" -v w="$t" 'BEGIN {
+      split(s, S, " "); split(r, R, " "); split(w, W, " ")
+      a = (S[1] - S[2]) / n * 1e6; b = (R[1] - R[2]) / n * 1e6; e = (W[1] + W[2]) / n * 1e6
+      printf "%.1f | %.1f | %.1f | %.1f", a, b, e, a + b + e }')
+  echo "  $label -c$c: ${rps[$label,$c]} req/s, p99 ${p99[$label,$c]}; CPU µs a request (service | Redis | wrk | total): ${split[$label,$c]}" >&2
 }
 
 for c in $CONNS; do
@@ -144,6 +154,17 @@ for c in $CONNS; do
     awk -v n="$name" -v c="$c" -v x="${rps[$label,$c]}" -v p="${p99[$label,$c]}" -v b="$base" -v t="$target" 'BEGIN {
       r = x / b; v = (r >= t) ? "met" : sprintf("**not met** (%d%% short)", (1 - r / t) * 100 + 0.5)
       printf "| %s | %s | %s | %s | %.2f | ≥ %.2f | %s |\n", n, c, x, p, r, t, v }'
+  done
+done
+
+echo
+echo "Where the CPU went, µs a request (the processes share the cores):"
+echo
+echo "| path | conns | service | Redis | wrk | total |"
+echo "|---|---|---|---|---|---|"
+for c in $CONNS; do
+  for label in healthz poll-pre poll-open join; do
+    echo "| $label | $c | ${split[$label,$c]} |"
   done
 done
 
