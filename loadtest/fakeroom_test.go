@@ -26,6 +26,7 @@ type roomBugs struct {
 	lyingDraw   bool // the draw document lists the served tickets in reverse
 	neverClose  bool // the room stays open (tickets read waiting) after the sell-out
 	rateFactor  int  // admit this many times R a second (0: 1)
+	extraPasses int  // allow this many live passes beyond the remaining stock
 }
 
 // fakeRooms adds the waiting room of ROOM-API.md to the fake shop, on the
@@ -40,6 +41,10 @@ type fakeRooms struct {
 
 	mu    sync.Mutex
 	rooms map[int64]*fakeRoom
+	// admitMu makes an admission (remaining stock, then Admit) and an
+	// order with its Consume atomic to each other: a correct room never
+	// has more live passes than units left.
+	admitMu sync.Mutex
 	wg    sync.WaitGroup
 	stop  chan struct{}
 }
@@ -159,6 +164,7 @@ func (fr *fakeRooms) admit(id int64) {
 			if !opened {
 				opened = rm.r.Open(ctx, rm.seed) == nil
 			}
+			fr.admitMu.Lock()
 			fr.f.mu.Lock()
 			it := fr.f.items[id]
 			remaining := it.stock - it.sold
@@ -167,9 +173,10 @@ func (fr *fakeRooms) admit(id int64) {
 				if !fr.bugs.neverClose {
 					_ = rm.r.Close(ctx)
 				}
-				continue
+			} else {
+				_, _ = rm.r.Admit(ctx, now, rm.rate*max(fr.bugs.rateFactor, 1), remaining+fr.bugs.extraPasses)
 			}
-			_, _ = rm.r.Admit(ctx, now, rm.rate*max(fr.bugs.rateFactor, 1), remaining)
+			fr.admitMu.Unlock()
 		}
 	}
 }
@@ -321,9 +328,11 @@ func (fr *fakeRooms) placeOrder(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 403, errBody("pass_invalid"))
 		return
 	}
+	fr.admitMu.Lock()
 	rec := record(fr.f.placeOrder, r)
 	if rec.Code/100 == 2 && err == nil {
 		_ = rm.r.Consume(r.Context(), p.Ticket, time.Now())
 	}
+	fr.admitMu.Unlock()
 	copyResponse(w, rec)
 }

@@ -109,3 +109,9 @@ func TestRoomTooFastAdmissionFails(t *testing.T) {
 	rep := runRoomFake(t, roomBugs{rateFactor: 2}, nil)
 	wantVerdict(t, rep, "R5a", "FAIL")
 }
+
+func TestRoomPassesBeyondTheStockFail(t *testing.T) {
+	t.Parallel()
+	rep := runRoomFake(t, roomBugs{extraPasses: 5}, nil)
+	wantVerdict(t, rep, "R10", "FAIL")
+}

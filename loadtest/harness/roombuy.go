@@ -70,6 +70,9 @@ func (rr *roomRun) settle(ctx context.Context, u *roomUser) {
 		rr.stop(u, "used without an order")
 	case u.state == stateSoldOut:
 		rr.stop(u, stateSoldOut)
+	case u.refusal == fmt.Sprintf("HTTP %d %s", http.StatusConflict, stateSoldOut):
+		// Admitted, then told sold out by the order: the user knows.
+		rr.stop(u, fmt.Sprintf("%s (the order; the ticket reads %s)", stateSoldOut, u.state))
 	default:
 		rr.stop(u, fmt.Sprintf("pass %s (order %s)", u.state, u.refusal))
 	}

@@ -9,19 +9,22 @@ import (
 )
 
 // lineOrder checks tickets in the order the room says it admitted them:
-// each seen admission no earlier than the one before it, and no ticket
-// still read waiting after a later one in line was admitted. A ticket
-// whose user never read its pass (the room closed, or it expired, before
-// the next poll) is not a fault by itself. label formats a place (1-based)
-// and a ticket number.
+// each seen admission no earlier than the one before it (both times from
+// the room's clock, exact), and no ticket still read waiting after a later
+// one in line was certainly admitted: after the answer that showed the
+// later one its pass had ended (the admission time itself is the loop's
+// clock before its script ran, a little early). A ticket whose user never
+// read its pass (the room closed, or it expired, before the next poll) is
+// not a fault by itself. label formats a place (1-based) and a ticket
+// number.
 func lineOrder(line []*roomUser, label string) []string {
 	var probs []string
-	// firstLater[k]: the earliest admission seen among line[k:].
+	// firstLater[k]: the earliest answer showing a pass among line[k:].
 	firstLater := make([]time.Time, len(line)+1)
 	for k := len(line) - 1; k >= 0; k-- {
 		firstLater[k] = firstLater[k+1]
-		if u := line[k]; u != nil && u.pass != "" && (firstLater[k].IsZero() || u.admitted.Before(firstLater[k])) {
-			firstLater[k] = u.admitted
+		if u := line[k]; u != nil && u.pass != "" && (firstLater[k].IsZero() || u.admittedSeen.Before(firstLater[k])) {
+			firstLater[k] = u.admittedSeen
 		}
 	}
 	var prev *roomUser
@@ -32,7 +35,7 @@ func lineOrder(line []*roomUser, label string) []string {
 		}
 		if u.pass == "" {
 			if t := firstLater[k+1]; !t.IsZero() && u.lastLive.After(t) {
-				probs = append(probs, fmt.Sprintf(label+" still read waiting %.3fs after a later ticket was admitted",
+				probs = append(probs, fmt.Sprintf(label+" still read waiting %.3fs after a later ticket read its pass",
 					k+1, u.number, u.lastLive.Sub(t).Seconds()))
 			}
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -194,11 +195,12 @@ func (rr *roomRun) verifyRoom(ctx context.Context, sr *StrategyReport, pre *room
 		var probs []string
 		for i := range rr.users {
 			u := &rr.users[i]
-			if u.outcome != "bought" && u.outcome != stateSoldOut {
+			if u.outcome != "bought" && !strings.HasPrefix(u.outcome, stateSoldOut) {
 				probs = append(probs, fmt.Sprintf("%s: %s", u.id, u.outcome))
 			}
 		}
-		add("R6 every waiting user learns the outcome", false, probs, "%d bought, %d read sold_out", sr.Room.Outcomes["bought"], sr.Room.Outcomes[stateSoldOut])
+		add("R6 every waiting user learns the outcome", false, probs, "%d bought, %d read sold_out, %d were told sold out by their order",
+			sr.Room.Outcomes["bought"], sr.Room.Outcomes[stateSoldOut], len(rr.users)-sr.Room.Outcomes["bought"]-sr.Room.Outcomes[stateSoldOut])
 	}
 
 	// R7, R8: the room closes when the stock is gone, within a second.
@@ -216,7 +218,18 @@ func (rr *roomRun) verifyRoom(ctx context.Context, sr *StrategyReport, pre *room
 		if a.lateJoin.status != http.StatusConflict || a.lateJoin.code != stateSoldOut {
 			probs = append(probs, fmt.Sprintf("a join after the sell-out: HTTP %d %s %s, want 409 sold_out", a.lateJoin.status, a.lateJoin.code, a.lateState))
 		}
-		add("R7 the room closes at the sell-out", false, probs, "phase closed, a new join is 409 sold_out")
+		expired := 0
+		for i := range rr.users {
+			if u := &rr.users[i]; u.state == stateExpired {
+				if expired++; expired <= maxListed {
+					probs = append(probs, fmt.Sprintf("ticket %d reads expired after the sell-out, not sold_out", u.number))
+				}
+			}
+		}
+		if expired > maxListed {
+			probs = append(probs, fmt.Sprintf("%d tickets in all read expired after the sell-out", expired))
+		}
+		add("R7 the room closes at the sell-out", false, probs, "phase closed, a new join is 409 sold_out, every ticket not used reads sold_out")
 		probs = nil
 		limit := f.lastUnit.Add(time.Second)
 		for i := range rr.users {
