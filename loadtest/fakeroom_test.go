@@ -45,8 +45,8 @@ type fakeRooms struct {
 	// order with its Consume atomic to each other: a correct room never
 	// has more live passes than units left.
 	admitMu sync.Mutex
-	wg    sync.WaitGroup
-	stop  chan struct{}
+	wg      sync.WaitGroup
+	stop    chan struct{}
 }
 
 type fakeRoom struct {
