@@ -181,3 +181,65 @@ func TestRoomDrawAndFIFO(t *testing.T) {
 		wantError(t, "lottery change after the opening", r, http.StatusConflict, "room_opened")
 	})
 }
+
+// After the opening a waiting ticket's place (answered from memory, see
+// DESIGN "Cheap polls") is its place in the published draw; unpaused, the
+// draw's first ticket is admitted first.
+func TestRoomPollPositionsFollowTheDraw(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		c := startRoomApp(t, b)
+		opens := time.Now().Add(1500 * time.Millisecond).UTC()
+		id := createRoomItem(t, c, 50, map[string]any{"admit_per_second": 1, "paused": true},
+			func(m map[string]any) { m["starts_at"] = opens })
+		var tickets []roomTicket
+		for _, u := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
+			tickets = append(tickets, joinRoom(t, c, id, u))
+		}
+		var d room.PublicDraw
+		deadline := time.Now().Add(10 * time.Second)
+		for d.Seed == "" {
+			if time.Now().After(deadline) {
+				t.Fatal("the room never opened")
+			}
+			time.Sleep(50 * time.Millisecond)
+			r := c.Must(t, "GET", roomPath(id, "/draw"), nil, false, nil)
+			r.JSON(t, &d)
+		}
+		seed, err := room.ParseSeed(d.Seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		order, err := room.DrawOrder(seed, d.PreQueue)
+		if err != nil || len(order) != len(tickets) {
+			t.Fatalf("draw order %v %v", order, err)
+		}
+		place := map[int64]int64{}
+		for i, n := range order {
+			place[n] = int64(i + 1)
+		}
+		for _, tk := range tickets {
+			// Twice: a poll right after the opening and one a tick later.
+			for range 2 {
+				st := ticketStatus(t, c, id, tk.Ticket)
+				if st.State != "waiting" || !st.Drawn || st.Position != place[tk.Number] || st.Ahead != place[tk.Number]-1 {
+					t.Errorf("ticket %d after the opening: %+v, want waiting at draw place %d", tk.Number, st, place[tk.Number])
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		r := c.Must(t, "PUT", "/api/v1/admin/items/"+itoa(id)+"/waiting-room", map[string]any{"paused": false}, true, nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("unpause: %d %s", r.Status, r.Body)
+		}
+		for _, tk := range tickets {
+			if tk.Number == order[0] {
+				awaitTicket(t, c, id, tk.Ticket, "admitted", 5*time.Second)
+			}
+		}
+		r = c.Must(t, "GET", roomPath(id, "/draw"), nil, false, nil)
+		r.JSON(t, &d)
+		if check, err := d.Verify(); err != nil || !check.OK() || len(d.Served) == 0 || d.Served[0] != order[0] {
+			t.Errorf("draw after the first admission: %s, want it to check out and serve %d first", r.Body, order[0])
+		}
+	})
+}

@@ -13,9 +13,9 @@ import (
 // A roomed item, end to end: one place per user; every bad pass is a 403
 // with its own code that changes nothing; the admitted user's pass buys
 // one order and reads used after; a keyed retry replays even with a pass
-// expired since.
+// expired since. On a Redis Cluster too: a room's keys share its item's slot.
 func TestRoomPassRules(t *testing.T) {
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		c := startRoomApp(t, b)
 		id := createRoomItem(t, c, 5, map[string]any{"admit_per_second": 100, "pass_ttl_seconds": 60})
 		other := createRoomItem(t, c, 5, map[string]any{"admit_per_second": 100})

@@ -60,9 +60,12 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 	if !ok || e == nil {
 		return nil, stock.ErrNotFound
 	}
+	now := s.cfg.Now()
+	if tk, ok := s.cachedStatus(e, v, number, t, now); ok {
+		return tk, nil
+	}
 	rctx, cancel := s.redisCtx(ctx)
 	defer cancel()
-	now := s.cfg.Now()
 	st, err := e.room.Status(rctx, number, now)
 	if errors.Is(err, room.ErrNoRoom) {
 		e.ready.Store(false)

@@ -20,14 +20,19 @@ type entry struct {
 	// ready: the room is set up in Redis with set's commitment and TTL.
 	ready atomic.Bool
 	// stats is the room as the loop last read it; view the item.
-	stats atomic.Pointer[room.Stats]
-	view  atomic.Pointer[stock.ItemView]
+	stats   atomic.Pointer[room.Stats]
+	statsAt atomic.Int64 // when stats was read, Unix ns
+	view    atomic.Pointer[stock.ItemView]
 
 	mu       sync.Mutex
 	joined   map[int64]time.Time // tickets joined here, not yet seen admitted
 	samples  []sample            // admitted counts, for admitted_per_second
 	lastWarn time.Time
 	cancel   context.CancelFunc
+	// rank is the draw's serve number of each pre-queue ticket, computed
+	// from the seed of commitment rankFor (cache.go).
+	rank    []uint32
+	rankFor string
 }
 
 type sample struct {
@@ -189,6 +194,7 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		return err
 	}
 	e.view.Store(v)
+	readAt := s.cfg.Now()
 	st, err := e.room.Stats(ctx)
 	if errors.Is(err, room.ErrNoRoom) {
 		e.ready.Store(false) // Redis lost it: set it up again next tick
@@ -208,7 +214,12 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		if err := e.room.Open(ctx, seed); err != nil {
 			return err
 		}
-		st.Phase = "open"
+		// Read again: the pre-queue's size is set by the opening, and a
+		// poll answered from these counters needs it (cache.go).
+		readAt = s.cfg.Now()
+		if st, err = e.room.Stats(ctx); err != nil {
+			return err
+		}
 	}
 	soldOut := v.Remaining <= 0
 	switch {
@@ -237,6 +248,7 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		s.admitted(e, &st, a, v, now)
 	}
 	e.stats.Store(&st)
+	e.statsAt.Store(readAt.UnixNano())
 	e.addSample(now, st.Admitted)
 	s.obs.RoomWaiting(e.id, st.Waiting)
 	return nil
