@@ -158,13 +158,16 @@ for c in $CONNS; do
 done
 
 echo
-echo "Where the CPU went, µs a request (the processes share the cores):"
+echo "Where the CPU went, µs a request (the processes share the cores; once they are busy, the"
+echo "ratio of the totals is the throughput ratio a quiet machine would show):"
 echo
-echo "| path | conns | service | Redis | wrk | total |"
-echo "|---|---|---|---|---|---|"
+echo "| path | conns | service | Redis | wrk | total | /healthz total ÷ this |"
+echo "|---|---|---|---|---|---|---|"
 for c in $CONNS; do
   for label in healthz poll-pre poll-open join; do
-    echo "| $label | $c | ${split[$label,$c]} |"
+    awk -v l="$label" -v c="$c" -v s="${split[$label,$c]}" -v h="${split[healthz,$c]}" 'BEGIN {
+      n = split(s, S, " [|] "); split(h, H, " [|] ")
+      printf "| %s | %s | %s | %.2f |\n", l, c, s, H[n] / S[n] }'
   done
 done
 
