@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +85,27 @@ func TestRoomProof(t *testing.T) {
 			t.Errorf("room summary %+v: want 800 tickets, 600 in the pre-queue", r)
 		}
 	})
+}
+
+// The command's room mode: flags reach the harness, every room invariant
+// is reported, and the exit code is the verdict's.
+func TestCommandRoomMode(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts the service; skipped with -short")
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"-embedded", "-mode", "room", "-strategies", "lua", "-users", "120", "-room-late", "30",
+		"-stock", "100", "-room-rate", "60", "-room-open-in", "3s", "-room-pass-ttl", "30s", "-c", "16", "-baseline", "0", "-q"}, &out, &errb)
+	text := out.String()
+	for _, want := range []string{"mode=room", "room: R 60/s, pass 30s, lottery true", "users 120 before the opening + 30 after, 150 tickets",
+		"R0 ", "R1 ", "R2 ", "R3 ", "R4 ", "R5a ", "R5b ", "R6 ", "R7 ", "R8 ", "R9 ", "R10 ", "RESULT: "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if failed := strings.Contains(text, "RESULT: FAIL"); code != map[bool]int{false: 0, true: 1}[failed] {
+		t.Errorf("exit %d with RESULT FAIL %v", code, failed)
+	}
+	t.Logf("exit %d\n%s\n%s", code, text, errb.String())
 }
