@@ -96,11 +96,16 @@ func TestRoomPaused(t *testing.T) {
 		if v := roomAdminView(t, c, id); !v.WaitingRoom.Paused || v.WaitingRoom.Admitted != 0 {
 			t.Errorf("paused admin view: %+v", v.WaitingRoom)
 		}
-		r := c.Must(t, "PUT", "/api/v1/admin/items/"+itoa(id)+"/waiting-room", map[string]any{"paused": false, "admit_per_second": 50}, true, nil)
+		r := c.Must(t, "PUT", "/api/v1/admin/items/"+itoa(id)+"/waiting-room",
+			map[string]any{"paused": false, "admit_per_second": 50, "pass_ttl_seconds": 20}, true, nil)
 		if r.Status != http.StatusOK {
 			t.Fatalf("unpause: got %d %s", r.Status, r.Body)
 		}
-		awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+		got := awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+		// The new TTL (20 s, the default being 60) holds for this admission.
+		if left := time.Until(*got.PassExpiresAt); left > 21*time.Second || left <= 0 {
+			t.Errorf("pass admitted after the TTL became 20 s expires in %v", left)
+		}
 		if v := roomAdminView(t, c, id); v.WaitingRoom.AdmitPerSecond != 50 || v.WaitingRoom.Paused {
 			t.Errorf("after PUT: %+v, want R 50 unpaused", v.WaitingRoom)
 		}
@@ -136,6 +141,17 @@ func TestRoomDrawAndFIFO(t *testing.T) {
 			if !tk.Drawn || tk.Position != int64(i+1) {
 				t.Errorf("FIFO ticket %d before the opening: %+v, want position %d", i+1, tk, i+1)
 			}
+		}
+		var pub struct {
+			WaitingRoom struct {
+				Phase      string `json:"phase"`
+				Lottery    bool   `json:"lottery"`
+				Commitment string `json:"commitment"`
+			} `json:"waiting_room"`
+		}
+		c.Must(t, "GET", roomPath(lot, ""), nil, false, nil).JSON(t, &pub)
+		if pub.WaitingRoom.Phase != "pre" || !pub.WaitingRoom.Lottery || len(pub.WaitingRoom.Commitment) != 64 {
+			t.Errorf("public view before the opening: %+v, want phase pre with a lottery and its commitment", pub.WaitingRoom)
 		}
 		r := c.Must(t, "GET", roomPath(lot, "/draw"), nil, false, nil)
 		var before struct {

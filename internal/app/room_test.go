@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -129,6 +132,13 @@ func TestRoomOff(t *testing.T) {
 		r = c.Must(t, "DELETE", "/api/v1/admin/items/"+itoa(id)+"/waiting-room", nil, true, nil)
 		wantError(t, "delete twice", r, http.StatusConflict, "no_waiting_room")
 
+		ended := createRoomItem(t, c, 3, map[string]any{"admit_per_second": 5}, func(m map[string]any) {
+			m["starts_at"] = time.Now().Add(-time.Hour).UTC()
+			m["ends_at"] = time.Now().Add(-time.Minute).UTC()
+		})
+		r = c.Must(t, "POST", roomPath(ended, "/queue"), map[string]string{"user_id": "ann"}, false, nil)
+		wantError(t, "join after ends_at", r, http.StatusConflict, "sale_ended")
+
 		// Strict input: 400 and nothing made.
 		for _, body := range []string{
 			`{"name":"x","stock":1,"waiting_room":{}}`,
@@ -147,4 +157,37 @@ func TestRoomOff(t *testing.T) {
 		r = c.Must(t, "PUT", "/api/v1/admin/items/404404/waiting-room", `{"admit_per_second":5}`, true, nil)
 		wantError(t, "PUT on no item", r, http.StatusNotFound, "not_found")
 	})
+}
+
+// JWT mode: the join's user is the token's (the body's user_id is
+// ignored), so a pass is bound to the token's user; a join without a token
+// is 401.
+func TestRoomJWTMode(t *testing.T) {
+	c := startRoomApp(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.UserJWTSecret = jwtSecret })
+	id := createRoomItem(t, c, 3, map[string]any{"admit_per_second": 100})
+	bearer := func(user string) map[string]string {
+		return map[string]string{"Authorization": token(t, jwt.SigningMethodHS256, jwtSecret,
+			jwt.MapClaims{"sub": user, "exp": time.Now().Add(time.Hour).Unix()})}
+	}
+	r := c.Must(t, "POST", roomPath(id, "/queue"), `{"user_id":"mallory"}`, false, nil)
+	wantError(t, "join without a token", r, http.StatusUnauthorized, "unauthorized")
+	r = c.Must(t, "POST", roomPath(id, "/queue"), `{"user_id":"mallory"}`, false, bearer("ann"))
+	if r.Status != http.StatusOK {
+		t.Fatalf("join with a token: %d %s", r.Status, r.Body)
+	}
+	var tk roomTicket
+	r.JSON(t, &tk)
+	if again := c.Must(t, "POST", roomPath(id, "/queue"), nil, false, bearer("ann")); again.Status != http.StatusOK {
+		t.Errorf("join with a token and no body: %d %s", again.Status, again.Body)
+	}
+	st := awaitTicket(t, c, id, tk.Ticket, "admitted", 5*time.Second)
+	h := bearer("mallory")
+	h["Seckill-Pass"] = st.Pass
+	r = c.Must(t, "POST", roomPath(id, "/orders"), `{}`, false, h)
+	wantError(t, "ann's pass with mallory's token", r, http.StatusForbidden, "pass_wrong_user")
+	h = bearer("ann")
+	h["Seckill-Pass"] = st.Pass
+	if r := c.Must(t, "POST", roomPath(id, "/orders"), `{}`, false, h); r.Status != http.StatusCreated {
+		t.Errorf("ann's order with her pass: %d %s", r.Status, r.Body)
+	}
 }

@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -60,6 +61,24 @@ type waitingRoomRequest struct {
 	PassTTLSeconds *int  `json:"pass_ttl_seconds"`
 	Lottery        *bool `json:"lottery"`
 	Paused         *bool `json:"paused"`
+}
+
+// logValue shows the fields given, for the audit log.
+func (r *waitingRoomRequest) logValue() slog.Value {
+	var attrs []slog.Attr
+	if r.AdmitPerSecond != nil {
+		attrs = append(attrs, slog.Int("admit_per_second", *r.AdmitPerSecond))
+	}
+	if r.PassTTLSeconds != nil {
+		attrs = append(attrs, slog.Int("pass_ttl_seconds", *r.PassTTLSeconds))
+	}
+	if r.Lottery != nil {
+		attrs = append(attrs, slog.Bool("lottery", *r.Lottery))
+	}
+	if r.Paused != nil {
+		attrs = append(attrs, slog.Bool("paused", *r.Paused))
+	}
+	return slog.GroupValue(attrs...)
 }
 
 func (r *waitingRoomRequest) change() rooms.Change {
@@ -210,7 +229,7 @@ func (h *Handler) setWaitingRoom(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
-	h.audit(c, "set_waiting_room", "item", id, "change", req)
+	h.audit(c, "set_waiting_room", "item", id, "change", req.logValue())
 	h.adminItem(c)
 }
 
@@ -235,8 +254,8 @@ func (h *Handler) deleteWaitingRoom(c *gin.Context) {
 
 // checkPass is the order path's pass check for a roomed item: the pass's
 // ticket (0 when the item has no room), or false once it has answered a
-// refusal. A keyed retry of an order already taken passes whatever its pass
-// says now (its answer is replayed).
+// refusal. A keyed retry of an order already taken passes with its pass
+// expired since (its answer is replayed).
 func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (int64, bool) {
 	if h.cfg.Rooms == nil || !h.cfg.Rooms.Roomed(req.ItemID) {
 		return 0, true
@@ -250,7 +269,9 @@ func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (int64, bool
 	if err == nil {
 		return p.Ticket, true
 	}
-	if h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
+	// Only a genuine pass that has expired can be a retry's: the database
+	// is not asked on behalf of forged ones.
+	if errors.Is(err, room.ErrPassExpired) && h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
 		return 0, true
 	}
 	h.writeError(c, err)
