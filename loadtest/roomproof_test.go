@@ -17,8 +17,8 @@ import (
 
 // TestRoomProof runs the harness's room mode against the real service,
 // started in-process with app.New, on the embedded backends and on
-// MariaDB+Redis (testenv: a fresh database and key prefix; under CI=true a
-// missing service fails): 600 users join before the opening and 200
+// MariaDB+Redis with two instances (testenv: a fresh database and key
+// prefix; under CI=true a missing service fails): 600 users join before the opening and 200
 // after, for 700 units admitted at 200 a second (the stock outlasts the
 // pre-queue, so later tickets are admitted too, FIFO). Every invariant of the
 // sale and of the room must PASS, the DB-side ones included; the two
@@ -33,18 +33,30 @@ func TestRoomProof(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		t.Parallel() // each backend has its own database and key prefix
 		const token = "loadtest-room-proof-token-0123456789"
-		a, err := app.New(context.Background(), app.Config{RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN,
-			SQLitePath: b.SQLitePath, KeyPrefix: b.KeyPrefix, AdminToken: token},
-			slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatalf("app.New on %s: %v", b.Name, err)
+		// On MariaDB+Redis two instances share the room: every buyer's
+		// requests go to both in turn, and their two admission loops
+		// share the rate.
+		instances := 1
+		if b.MySQLDSN != "" {
+			instances = 2
 		}
-		srv := httptest.NewServer(a.Handler())
-		t.Cleanup(func() {
-			srv.Close()
-			_ = a.Close()
-		})
+		var urls []string
+		for range instances {
+			a, err := app.New(context.Background(), app.Config{RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN,
+				SQLitePath: b.SQLitePath, KeyPrefix: b.KeyPrefix, AdminToken: token},
+				slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatalf("app.New on %s: %v", b.Name, err)
+			}
+			srv := httptest.NewServer(a.Handler())
+			t.Cleanup(func() {
+				srv.Close()
+				_ = a.Close()
+			})
+			urls = append(urls, srv.URL)
+		}
 		var store *harness.SQLStore
+		var err error
 		if b.MySQLDSN != "" {
 			store, err = harness.OpenMySQL(b.MySQLDSN)
 		} else {
@@ -56,7 +68,7 @@ func TestRoomProof(t *testing.T) {
 		t.Cleanup(func() { store.Close() })
 
 		cfg := harness.Config{
-			BaseURL:          srv.URL,
+			URLs:             urls,
 			AdminToken:       token,
 			Mode:             harness.ModeRoom,
 			Strategies:       []string{"lua"},

@@ -68,6 +68,10 @@ const (
 	stepBuy
 )
 
+// roomPropagation is how long after its creation a room may be unknown
+// to an instance (they reload the rooms from the database every second).
+const roomPropagation = 5 * time.Second
+
 // maxProblems is how many contract violations are kept per user.
 const maxProblems = 3
 
@@ -124,6 +128,7 @@ type roomRun struct {
 	cl       *client
 	label    string
 	itemID   int64
+	created  time.Time
 	startsAt time.Time
 	users    []roomUser
 	sched    *scheduler
@@ -179,7 +184,7 @@ func runRoomStrategy(ctx context.Context, cfg Config, cl *client, strategy strin
 	}
 
 	n := cfg.Users + rc.Late
-	rr := &roomRun{cfg: cfg, rc: rc, cl: cl, label: label, itemID: item.ID, startsAt: startsAt,
+	rr := &roomRun{cfg: cfg, rc: rc, cl: cl, label: label, itemID: item.ID, created: time.Now(), startsAt: startsAt,
 		users: make([]roomUser, n), sched: newScheduler(n), errorsBy: map[string]int{}}
 	start := time.Now()
 	for i := range rr.users {
@@ -337,6 +342,12 @@ func (rr *roomRun) doJoin(ctx context.Context, w *workerStats, i int32, u *roomU
 		rr.stop(u, stateSoldOut)
 	case rr.failed(w, u, "join", c):
 		rr.next(i, c.end.Add(time.Second), stepJoin)
+	case c.status == http.StatusConflict && c.code == "no_waiting_room" && time.Since(rr.created) < roomPropagation:
+		// Another instance may not have loaded the new room yet.
+		u.errors++
+		rr.errs.Add(1)
+		w.errors["join 409 no_waiting_room (retried)"]++
+		rr.next(i, c.end.Add(200*time.Millisecond), stepJoin)
 	default:
 		u.problem("join refused: HTTP %d %s", c.status, c.code)
 		rr.stop(u, fmt.Sprintf("join refused (HTTP %d %s)", c.status, c.code))

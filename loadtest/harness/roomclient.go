@@ -76,9 +76,23 @@ type call struct {
 	err        error
 }
 
+// pick is the instance for a buyer's next room request: the instances of
+// Config.URLs in turn (a buyer's join and polls land on different ones,
+// as behind a load balancer), or the one base.
+func (c *client) pick() string {
+	if len(c.orders) == 0 {
+		return c.base
+	}
+	return c.orders[(c.next.Add(1)-1)%uint64(len(c.orders))]
+}
+
 func (c *client) roomCall(ctx context.Context, method, path string, body any, out any) call {
+	return c.roomCallAt(ctx, c.base, method, path, body, out)
+}
+
+func (c *client) roomCallAt(ctx context.Context, base, method, path string, body any, out any) call {
 	r := call{start: time.Now()}
-	st, b, err := c.do(ctx, method, path, body, nil)
+	st, b, err := c.doAt(ctx, base, method, path, body, nil)
 	r.end, r.status = time.Now(), st
 	if err != nil {
 		r.err = err
@@ -101,14 +115,14 @@ func (c *client) roomCall(ctx context.Context, method, path string, body any, ou
 
 func itemPath(id int64) string { return "/api/v1/items/" + strconv.FormatInt(id, 10) }
 
-// join is POST /api/v1/items/{id}/queue.
+// join is POST /api/v1/items/{id}/queue, on the next instance.
 func (c *client) join(ctx context.Context, itemID int64, user string, out *ticketView) call {
-	return c.roomCall(ctx, http.MethodPost, itemPath(itemID)+"/queue", map[string]string{"user_id": user}, out)
+	return c.roomCallAt(ctx, c.pick(), http.MethodPost, itemPath(itemID)+"/queue", map[string]string{"user_id": user}, out)
 }
 
-// ticketStatus is GET /api/v1/items/{id}/queue/{ticket}.
+// ticketStatus is GET /api/v1/items/{id}/queue/{ticket}, on the next instance.
 func (c *client) ticketStatus(ctx context.Context, itemID int64, ticket string, out *ticketView) call {
-	return c.roomCall(ctx, http.MethodGet, itemPath(itemID)+"/queue/"+url.PathEscape(ticket), nil, out)
+	return c.roomCallAt(ctx, c.pick(), http.MethodGet, itemPath(itemID)+"/queue/"+url.PathEscape(ticket), nil, out)
 }
 
 // draw is GET /api/v1/items/{id}/draw.
