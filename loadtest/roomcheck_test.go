@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/harness"
 )
 
@@ -32,6 +33,9 @@ func roomFakeConfig(srv, token string) harness.Config {
 
 func runRoomFake(t *testing.T, bugs roomBugs, mutate func(*harness.Config)) *harness.Report {
 	t.Helper()
+	// CPU-heavy (hundreds of buyers polling): never beside another
+	// package's latency-bound test.
+	testenv.Heavy(t)
 	f, srv := newRoomFake(t, bugs)
 	cfg := roomFakeConfig(srv.URL, f.token)
 	cfg.Store = f

@@ -27,6 +27,8 @@ import (
 // (docs/BENCHMARKS.md holds the measured figures).
 func TestRoomProof(t *testing.T) {
 	t.Parallel()
+	// CPU-heavy: never beside another package's latency-bound test.
+	testenv.Heavy(t)
 	if testing.Short() {
 		t.Skip("room proof runs thousands of requests; skipped with -short")
 	}
@@ -103,6 +105,7 @@ func TestRoomProof(t *testing.T) {
 // is reported, and the exit code is the verdict's.
 func TestCommandRoomMode(t *testing.T) {
 	t.Parallel()
+	testenv.Heavy(t) // CPU-heavy, as TestRoomProof
 	if testing.Short() {
 		t.Skip("starts the service; skipped with -short")
 	}
