@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -86,7 +87,16 @@ func (l *turnLock) soloTest(t testing.TB) {
 	t.Cleanup(release)
 }
 
+// inheritedTurn is set in the environment of a process holding the Solo
+// turn, so the processes it starts (a test binary re-run as a helper, as
+// internal/lock's killed-holder test does) are part of its turn instead of
+// waiting for it forever.
+const inheritedTurn = "SECKILL_TEST_SOLO_TURN_HELD"
+
 func (l *turnLock) soloTurn() (release func(), err error) {
+	if os.Getenv(inheritedTurn) != "" {
+		return func() {}, nil // a parent process holds it for us
+	}
 	f, err := l.file()
 	if err != nil {
 		return nil, fmt.Errorf("testenv: turns file: %w", err)
@@ -103,9 +113,11 @@ func (l *turnLock) soloTurn() (release func(), err error) {
 		l.endSolo()
 		return nil, fmt.Errorf("testenv: solo turn: %w", err)
 	}
+	_ = os.Setenv(inheritedTurn, strconv.Itoa(os.Getpid()))
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			_ = os.Unsetenv(inheritedTurn)
 			_ = funlock(f)
 			l.endSolo()
 		})
@@ -128,7 +140,7 @@ func (l *turnLock) heavyTest(t testing.TB) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
-	case l.solo:
+	case l.solo, os.Getenv(inheritedTurn) != "":
 		return // this process's Solo test runs it: only its own subtests run now
 	case l.heavy == 0:
 		// A Solo call waiting here goes first; a Heavy turn already held is

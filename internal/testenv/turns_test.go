@@ -3,10 +3,13 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // tryLock reports whether another open file description of the turns file
@@ -70,4 +73,50 @@ func TestTurnsKeepHeavyAndSoloApart(t *testing.T) {
 			t.Error("the Solo turn outlived its test")
 		}
 	})
+}
+
+// A process started by one that holds the Solo turn (a test binary re-run
+// as a helper) is part of the turn: its own Solo and Heavy calls return at
+// once instead of waiting for its parent forever.
+func TestTurnsInheritedByChildProcesses(t *testing.T) {
+	if os.Getenv("TURNS_TEST_CHILD") != "" {
+		l := newTurnLock(os.Getenv("TURNS_TEST_CHILD"))
+		release, err := l.soloTurn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		l.heavyTest(t)
+		return
+	}
+	l := newTurnLock(filepath.Join(t.TempDir(), "turns.lock"))
+	defer func() {
+		if l.f != nil {
+			l.f.Close()
+		}
+	}()
+	release, err := l.soloTurn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTurnsInheritedByChildProcesses$")
+	cmd.Env = append(os.Environ(), "TURNS_TEST_CHILD="+l.path)
+	done := make(chan error, 1)
+	go func() {
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, out)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("child: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the child waited for its parent's Solo turn")
+	}
 }
