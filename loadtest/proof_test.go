@@ -31,6 +31,8 @@ var proofStrategies = func() []string {
 // DB-side ones.
 func TestProof(t *testing.T) {
 	t.Parallel()
+	// CPU-heavy: never beside another package's latency-bound test.
+	testenv.Heavy(t)
 	if testing.Short() {
 		t.Skip("proof runs thousands of requests; skipped with -short")
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/harness"
 )
 
@@ -14,6 +15,8 @@ import (
 // acknowledged order fails, and the chart draws a curve per percentile.
 func TestSweep(t *testing.T) {
 	t.Parallel()
+	// CPU-heavy: never beside another package's latency-bound test.
+	testenv.Heavy(t)
 	f, srv := newFake(t, fakeBugs{})
 	cfg := fakeConfig(srv.URL, f.token)
 	cfg.Store = f

@@ -1,6 +1,8 @@
 package app_test
 
 import (
+	"bufio"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -96,11 +98,16 @@ func TestRoomPaused(t *testing.T) {
 		if v := roomAdminView(t, c, id); !v.WaitingRoom.Paused || v.WaitingRoom.Admitted != 0 {
 			t.Errorf("paused admin view: %+v", v.WaitingRoom)
 		}
-		r := c.Must(t, "PUT", "/api/v1/admin/items/"+itoa(id)+"/waiting-room", map[string]any{"paused": false, "admit_per_second": 50}, true, nil)
+		r := c.Must(t, "PUT", "/api/v1/admin/items/"+itoa(id)+"/waiting-room",
+			map[string]any{"paused": false, "admit_per_second": 50, "pass_ttl_seconds": 20}, true, nil)
 		if r.Status != http.StatusOK {
 			t.Fatalf("unpause: got %d %s", r.Status, r.Body)
 		}
-		awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+		got := awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+		// The new TTL (20 s, the default being 60) holds for this admission.
+		if left := time.Until(*got.PassExpiresAt); left > 21*time.Second || left <= 0 {
+			t.Errorf("pass admitted after the TTL became 20 s expires in %v", left)
+		}
 		if v := roomAdminView(t, c, id); v.WaitingRoom.AdmitPerSecond != 50 || v.WaitingRoom.Paused {
 			t.Errorf("after PUT: %+v, want R 50 unpaused", v.WaitingRoom)
 		}
@@ -253,4 +260,46 @@ func TestRoomPollPositionsFollowTheDraw(t *testing.T) {
 			t.Errorf("draw after the first admission: %s, want it to check out and serve %d first", r.Body, order[0])
 		}
 	})
+}
+
+// The status as Server-Sent Events: status events until the state is final
+// (here: admitted, then used once the pass bought), then the stream ends.
+func TestRoomStatusEvents(t *testing.T) {
+	c := startRoomApp(t, testenv.Embedded(t))
+	id := createRoomItem(t, c, 3, map[string]any{"admit_per_second": 100})
+	tk := joinRoom(t, c, id, "ann")
+	resp, err := c.HTTP.Get(c.Base + roomPath(id, "/queue/"+tk.Ticket+"/events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var states []string
+	bought := false
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var st roomTicket
+		if err := json.Unmarshal([]byte(data), &st); err != nil {
+			t.Fatalf("event %q: %v", data, err)
+		}
+		if st.Ticket != tk.Ticket {
+			t.Errorf("event of ticket %q, want %q", st.Ticket, tk.Ticket)
+		}
+		states = append(states, st.State)
+		if st.State == "admitted" && !bought {
+			bought = true
+			if r := orderWithPass(t, c, id, "ann", st.Pass, ""); r.Status != http.StatusCreated {
+				t.Fatalf("order with the streamed pass: %d %s", r.Status, r.Body)
+			}
+		}
+	}
+	if len(states) < 2 || states[len(states)-1] != "used" || !bought {
+		t.Errorf("streamed states %v, want admitted then used (and the stream ended)", states)
+	}
 }

@@ -38,6 +38,8 @@ const stallRequestTimeout = 4 * time.Second
 // lost: every 2xx has its order, the item sells exactly its stock, and the
 // gate agrees with the database.
 func TestStalledBackends(t *testing.T) {
+	// It bounds a latency: no other package's CPU-heavy test runs beside it.
+	testenv.Solo(t)
 	faults := []struct {
 		name        string
 		start, heal func(redisProxy, dbProxy *testenv.Proxy)

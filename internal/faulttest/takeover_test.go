@@ -32,6 +32,8 @@ const (
 // survivor waited the whole ClaimIdle (30 s by default); and with a small
 // ClaimIdle it stole the stalled writer's entries.
 func TestKilledWriterTakenOverInSeconds(t *testing.T) {
+	// It bounds a latency: no other package's CPU-heavy test runs beside it.
+	testenv.Solo(t)
 	// 30s is the default: recovery must not wait for it. 5s is the floor:
 	// a stall longer than it must not let a survivor steal the batch.
 	for _, claimIdle := range []string{"30s", "5s"} {

@@ -180,6 +180,7 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	api.POST("/items/:id/queue", h.joinQueue)
 	get(api, "/items/:id/queue/challenge", h.queueChallenge)
 	get(api, "/items/:id/queue/:ticket", h.queueStatus)
+	get(api, "/items/:id/queue/:ticket/events", h.queueEvents)
 	get(api, "/items/:id/draw", h.roomDraw)
 	get(api, "/orders/:id", h.getOrder)
 	api.POST("/orders/:id/pay", h.payOrder)

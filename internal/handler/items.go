@@ -119,7 +119,11 @@ func (h *Handler) createItem(c *gin.Context) {
 			h.log.WarnContext(c.Request.Context(), "waiting room set up, its counters not read", "item", it.ID, "err", err)
 		}
 	}
-	h.audit(c, "create_item", "item", it.ID, "before", nil, "after", v)
+	audit := []any{"item", it.ID, "before", nil, "after", adminView(it)}
+	if req.WaitingRoom != nil {
+		audit = append(audit, "waiting_room", req.WaitingRoom.logValue())
+	}
+	h.audit(c, "create_item", audit...)
 	c.Header("Location", "/api/v1/admin/items/"+strconv.FormatInt(it.ID, 10))
 	c.JSON(http.StatusCreated, v)
 }

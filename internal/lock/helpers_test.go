@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -37,6 +39,12 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "FAIL: leave the examples out: %v\n", err)
 			os.Exit(1)
 		}
+	}
+	// Leases of tens of milliseconds: no other package's CPU-heavy test
+	// runs beside this package (the turn ends with the process).
+	if _, err := testenv.SoloTurn(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		os.Exit(1)
 	}
 	goleak.VerifyTestMain(m)
 }

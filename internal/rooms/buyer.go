@@ -48,7 +48,7 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 	if err != nil {
 		return nil, roomErr(err)
 	}
-	e.noteJoin(st.Ticket, now)
+	e.noteJoin(st.Ticket, now, v.StartsAt)
 	return s.ticket(v, st, now), nil
 }
 

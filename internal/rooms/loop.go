@@ -27,6 +27,7 @@ type entry struct {
 	mu       sync.Mutex
 	joined   map[int64]time.Time // tickets joined here, not yet seen admitted
 	samples  []sample            // admitted counts, for admitted_per_second
+	ticks    int64
 	lastWarn time.Time
 	cancel   context.CancelFunc
 	// rank is the draw's serve number of each pre-queue ticket, computed
@@ -40,8 +41,10 @@ type sample struct {
 	admitted int64
 }
 
-// maxJoinTimes bounds the join times a room keeps for the wait metric.
-const maxJoinTimes = 1 << 20
+// maxJoinTimes bounds the join times a room keeps for the wait metric: a
+// ticket joined here but admitted by another instance leaves its entry
+// until the line passes it (pruneJoins).
+const maxJoinTimes = 1 << 16
 
 func newEntry(rm *room.Room, r *row) *entry {
 	e := &entry{id: r.ItemID, room: rm, joined: map[int64]time.Time{}}
@@ -64,12 +67,28 @@ func (e *entry) stop() {
 	}
 }
 
-func (e *entry) noteJoin(ticket int64, at time.Time) {
+func (e *entry) noteJoin(ticket int64, at time.Time, startsAt *time.Time) {
+	if startsAt != nil && at.Before(*startsAt) {
+		return // a pre-queue ticket waits from the opening
+	}
 	e.mu.Lock()
 	if _, ok := e.joined[ticket]; !ok && len(e.joined) < maxJoinTimes {
 		e.joined[ticket] = at
 	}
 	e.mu.Unlock()
+}
+
+// pruneJoins drops the join times of tickets the line has passed (admitted
+// by another instance; tickets after the pre-queue are served in number
+// order).
+func (e *entry) pruneJoins(head int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for t := range e.joined {
+		if t <= head {
+			delete(e.joined, t)
+		}
+	}
 }
 
 // admittedPerSecond is the admissions of the last second, from the loop's
@@ -90,13 +109,17 @@ func (e *entry) admittedPerSecond() int64 {
 	return 0
 }
 
-func (e *entry) addSample(at time.Time, admitted int64) {
+// addSample records the admitted count at a tick and returns the tick's
+// number.
+func (e *entry) addSample(at time.Time, admitted int64) int64 {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.samples = append(e.samples, sample{at, admitted})
 	if len(e.samples) > 30 {
 		e.samples = append(e.samples[:0], e.samples[len(e.samples)-20:]...)
 	}
-	e.mu.Unlock()
+	e.ticks++
+	return e.ticks
 }
 
 // startLoop runs e's admission loop until e or the service stops. The
@@ -249,7 +272,9 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	}
 	e.stats.Store(&st)
 	e.statsAt.Store(readAt.UnixNano())
-	e.addSample(now, st.Admitted)
+	if e.addSample(now, st.Admitted)%10 == 0 {
+		e.pruneJoins(st.Tickets - st.Waiting) // once a second
+	}
 	s.obs.RoomWaiting(e.id, st.Waiting)
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sync/semaphore"
 	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // Strategies lists every strategy, for tests that run on each.
@@ -85,6 +87,7 @@ func ProofAcross(t *testing.T, cs []*Client, db *gorm.DB, strategy string, spec 
 	if db.Dialector.Name() == "sqlite" || strategy == "lock" {
 		weight = 2
 	}
+	testenv.Heavy(t) // and never beside another package's latency-bound test
 	if err := proofSlots.Acquire(context.Background(), weight); err != nil {
 		t.Fatal(err)
 	}

@@ -120,6 +120,12 @@ const voidTTL = 10 * time.Minute
 // in bk. A hand-back cut short leaves the entry, and the next one (a retry,
 // the orphan hand-back, a reconcile) finishes it, the released set saying
 // whether the unit is back already.
+//
+// Across a rebuild of the item: the release counts only in the build the
+// check in bk saw (a rebuild since then counted the unit free, seeing the
+// void marker the check set: 'stale'); and a check in bk once bk is
+// installed, whose release bucket is not yet, finds it missing and leaves
+// the release to the rebuild, which finishes it (finishHandBacks).
 func (g *Gate) HandBack(ctx context.Context, bk Bucket, userID, orderID, soldOutAt string) (bool, error) {
 	bkeys := g.keys.Bucket(bk)
 	rel := ReleaseBucket(bk.Item, bk.K, orderID)
@@ -129,20 +135,35 @@ func (g *Gate) HandBack(ctx context.Context, bk Bucket, userID, orderID, soldOut
 		return status == "back", err
 	}
 	keys := []string{bkeys.Meta, bkeys.Buyers, bkeys.void(orderID)}
-	status, err := runStatus(ctx, g.rdb, handBackHomeScript, "hand back", keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second))
+	res, err := handBackHomeScript.Run(ctx, g.rdb, keys, userID, orderID, soldOutAt, int64(voidTTL/time.Second)).Slice()
+	if err != nil {
+		return false, Error("hand back", err)
+	}
+	status, data, err := Reply(res)
 	if err != nil || status != "owned" {
 		return false, err
 	}
-	rkeys := g.keys.Bucket(rel)
-	status, err = runStatus(ctx, g.rdb, releaseScript, "hand back: release", []string{rkeys.Meta, rkeys.Released}, orderID)
-	if err != nil {
-		return false, err
+	built := ""
+	if len(data) > 0 {
+		built, _ = data[0].(string)
 	}
-	if status != "released" && status != "already" && status != "missing" {
+	rkeys := g.keys.Bucket(rel)
+	status, err = runStatus(ctx, g.rdb, releaseScript, "hand back: release", []string{rkeys.Meta, rkeys.Released}, orderID, built)
+	switch {
+	case err != nil:
+		return false, err
+	case status == "stale":
+		// Rebuilt since the check: the rebuild settled the entry too.
+		return false, nil
+	case status != "released" && status != "already" && status != "missing":
 		return false, statusError("hand back: release", bk.Item, status)
 	}
-	// 'missing': the release bucket is lost, and the item is rebuilt
-	// whole; without the entry the rebuild counts the unit free.
+	// 'missing': the release bucket is lost, or cleared by a rebuild under
+	// way, and the item is rebuilt whole. If the check above came before
+	// that rebuild's install of bk, the install finds the void marker (or
+	// no entry) and counts the unit free; if after, the install kept the
+	// reservation, and the rebuild releases its unit once every bucket is
+	// installed (finishHandBacks).
 	if _, err := runStatus(ctx, g.rdb, dropBuyerScript, "hand back: drop buyer", []string{bkeys.Buyers}, userID, orderID); err != nil {
 		return false, err
 	}
@@ -187,7 +208,7 @@ func (g *Gate) SetStock(ctx context.Context, id, units int64, strict bool) (SetS
 // The unit goes to ReleaseBucket(item, buckets, orderID).
 func (g *Gate) Release(ctx context.Context, itemID int64, buckets int, orderID string) (bool, error) {
 	keys := g.keys.Bucket(ReleaseBucket(itemID, buckets, orderID))
-	res, err := runStatus(ctx, g.rdb, releaseScript, "release", []string{keys.Meta, keys.Released}, orderID)
+	res, err := runStatus(ctx, g.rdb, releaseScript, "release", []string{keys.Meta, keys.Released}, orderID, "")
 	if err != nil {
 		return false, err
 	}

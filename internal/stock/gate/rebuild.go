@@ -3,12 +3,9 @@ package gate
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill/seckill/internal/stock"
 )
@@ -78,7 +75,9 @@ type held struct{ user, order string }
 // temporary keys, and each bucket installed by one script. An installed
 // bucket of several serves its own buyers and units exactly; anything
 // that needs every bucket (a move, a sold-out answer) finds one missing
-// and waits for the rest.
+// and waits for the rest. A hand-back in an installed bucket whose unit
+// goes back to one not yet installed finds it missing; once every bucket
+// is installed, Rebuild gives those units back (finishHandBacks).
 //
 // The units: taken is sold plus what is in flight (queued, held); the free
 // units are spread evenly over the buckets, a bucket's held reservations
@@ -87,14 +86,8 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 	it := r.Item
 	k := max(1, it.Buckets)
 	bks := AllBuckets(it.ID, k)
-	_, err = g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, bk := range bks {
-			p.Del(ctx, g.keys.Bucket(bk).Meta)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, Error("rebuild: clear gate", err)
+	if err := g.clearMetas(ctx, bks); err != nil {
+		return 0, err
 	}
 	heldBy := make([][]held, k)
 	if r.KeepHeld {
@@ -142,6 +135,7 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 
 	taken := plannedTaken(it.Stock, it.Sold, inFlight)
 	built := randomHex(6)
+	keptBy := make([][]held, k)
 	for b, bk := range bks {
 		keys := g.keys.Bucket(bk)
 		ks := []string{keys.Meta, keys.Buyers, keys.Released, keys.Out, staged[b].buyers, staged[b].released}
@@ -155,13 +149,122 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 			return kept, Error("rebuild: install bucket", err)
 		}
 		status, data, err := Reply(res)
-		if err != nil || status != "built" || len(data) != 1 {
+		if err != nil || status != "built" || len(data) < 1 {
 			return kept, fmt.Errorf("redis: rebuild: unexpected reply %v (%v)", res, err)
 		}
 		n, _ := data[0].(int64)
 		kept += n
+		keptBy[b] = keptHeld(heldBy[b], data[1:])
+	}
+	if err := g.finishHandBacks(ctx, it.ID, k, built, keptBy); err != nil {
+		// A unit given up between two installs may still count as taken:
+		// the gate is not whole. Its metas go again, so the next caller
+		// rebuilds, and that install sees the void markers.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), clearTimeout)
+		defer cancel()
+		if cerr := g.clearMetas(cctx, bks); cerr != nil {
+			err = fmt.Errorf("%w (and the gate could not be cleared again: %w)", err, cerr)
+		}
+		return kept, err
 	}
 	return kept, nil
+}
+
+// clearTimeout bounds clearing a gate whose rebuild failed at its end.
+const clearTimeout = 5 * time.Second
+
+// clearMetas deletes the metas of bks: every script answers "missing" on
+// them until the next rebuild.
+func (g *Gate) clearMetas(ctx context.Context, bks []Bucket) error {
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, bk := range bks {
+			p.Del(ctx, g.keys.Bucket(bk).Meta)
+		}
+		return nil
+	})
+	if err != nil {
+		return Error("rebuild: clear gate", err)
+	}
+	return nil
+}
+
+// keptHeld is those of hs whose order ids the install replied as kept.
+func keptHeld(hs []held, orders []any) []held {
+	ids := make(map[string]bool, len(orders))
+	for _, o := range orders {
+		if s, ok := o.(string); ok {
+			ids[s] = true
+		}
+	}
+	var out []held
+	for _, h := range hs {
+		if ids[h.order] {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// finishHandBacks finishes the hand-backs of reservations the rebuild
+// kept (keptBy[b]: in bucket b, installed in build built) that came after
+// their home bucket was installed: their void marker is set now, and was
+// not at the install. Such a hand-back whose release bucket was installed
+// later found it missing and released nothing; the install counted the
+// unit taken. So the unit is released here, in the build it was kept in,
+// and the buyer entry dropped, as the hand-back would have. The released
+// set makes it once with a hand-back's own release that came after the
+// release bucket's install; a rebuild since then answers 'stale' (it
+// counted the unit itself), a bucket lost since 'missing' (the next
+// rebuild will). A reservation whose release bucket is its home needs
+// nothing: its hand-back is one script.
+func (g *Gate) finishHandBacks(ctx context.Context, itemID int64, k int, built string, keptBy [][]held) error {
+	type check struct {
+		home Bucket
+		h    held
+		void *redis.IntCmd
+	}
+	var checks []check
+	for b, hs := range keptBy {
+		home := Bucket{Item: itemID, B: b, K: k}
+		for _, h := range hs {
+			if ReleaseBucket(itemID, k, h.order) != home {
+				checks = append(checks, check{home: home, h: h})
+			}
+		}
+	}
+	if len(checks) == 0 {
+		return nil
+	}
+	_, err := g.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range checks {
+			checks[i].void = p.Exists(ctx, g.keys.Bucket(checks[i].home).void(checks[i].h.order))
+		}
+		return nil
+	})
+	if err != nil {
+		return Error("rebuild: read hand-backs", err)
+	}
+	for _, c := range checks {
+		if c.void.Val() == 0 {
+			continue
+		}
+		rkeys := g.keys.Bucket(ReleaseBucket(itemID, k, c.h.order))
+		status, err := runStatus(ctx, g.rdb, releaseScript, "rebuild: finish hand-back", []string{rkeys.Meta, rkeys.Released}, c.h.order, built)
+		if err != nil {
+			return err
+		}
+		switch status {
+		case "stale":
+			continue // rebuilt since: that rebuild settled the entry too
+		case "released", "already", "missing":
+		default:
+			return statusError("rebuild: finish hand-back", itemID, status)
+		}
+		if _, err := runStatus(ctx, g.rdb, dropBuyerScript, "rebuild: finish hand-back", []string{g.keys.Bucket(c.home).Buyers}, c.h.user, c.h.order); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // heldIn reads a bucket's buyers hash, in pages, for the reservations it
@@ -302,58 +405,4 @@ func (s *stager) flush() error {
 		return Error("rebuild: stage", err)
 	}
 	return nil
-}
-
-// RebuildTimeout bounds one rebuild of a gate from the database, detached
-// from the request that started it (see Builds).
-const RebuildTimeout = 2 * time.Minute
-
-// Builds runs one gate rebuild per item at a time in this process. A
-// rebuild runs apart from the request that needs it (with RebuildTimeout),
-// so a large one is not cut short by the first caller's deadline and
-// started over by the next; each caller waits for it until its own
-// context ends, and then gets stock.ErrUnavailable (503) while the rebuild
-// goes on. The zero value is ready; Close stops the rebuilds under way and
-// waits for them.
-type Builds struct {
-	group singleflight.Group
-	wg    sync.WaitGroup
-	once  sync.Once
-	stop  context.Context
-	halt  context.CancelFunc
-}
-
-func (b *Builds) init() {
-	b.once.Do(func() { b.stop, b.halt = context.WithCancel(context.Background()) })
-}
-
-// Do runs build for item id, unless a rebuild of it is under way here
-// already, and waits for that one.
-func (b *Builds) Do(ctx context.Context, id int64, build func(ctx context.Context) error) error {
-	b.init()
-	done := make(chan error, 1)
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		_, err, _ := b.group.Do(strconv.FormatInt(id, 10), func() (any, error) {
-			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RebuildTimeout)
-			defer cancel()
-			defer context.AfterFunc(b.stop, cancel)()
-			return nil, build(bctx)
-		})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("item %d: its gate is being rebuilt from the database; try again: %w: %w", id, stock.ErrUnavailable, ctx.Err())
-	}
-}
-
-// Close stops the rebuilds under way and waits for them.
-func (b *Builds) Close() {
-	b.init()
-	b.halt()
-	b.wg.Wait()
 }

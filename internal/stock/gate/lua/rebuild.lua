@@ -8,8 +8,11 @@
 -- (its write is in flight) only if it is still held and was not handed
 -- back: the check and the rewrite are one step, so a hand-back that ran at
 -- any moment before it (and found no meta, so returned nothing) is seen
--- here, and the unit it gave up is not counted as taken.
--- Replies {status, kept}: 'built' and how many held reservations were kept.
+-- here, and the unit it gave up is not counted as taken. A hand-back that
+-- comes after this, while its order's release bucket is still missing, is
+-- finished by Rebuild once every bucket is installed (see rebuild.go).
+-- Replies {status, kept, order ids}: 'built', how many held reservations
+-- were kept, and their order ids.
 local meta = KEYS[1]
 local buyers = KEYS[2]
 local released = KEYS[3]
@@ -22,12 +25,14 @@ local built, epoch = ARGV[5], ARGV[6]
 local first_held = 7          -- ARGV[7..]: pairs (user, order id) of the held reservations to keep
 
 local kept = 0
+local reply = {'built', 0} -- then the kept orders' ids
 for i = first_held, #ARGV, 2 do
   local user, order = ARGV[i], ARGV[i + 1]
   local void = KEYS[first_void + (i - first_held) / 2]
   if redis.call('HGET', buyers, user) == order and redis.call('EXISTS', void) == 0 then
     redis.call('HSET', new_buyers, user, order)
     kept = kept + 1
+    reply[2 + kept] = order
   else
     taken = taken - 1 -- handed back meanwhile: its unit is free
   end
@@ -51,4 +56,5 @@ redis.call('DEL', moves_out)
 redis.call('DEL', meta)
 redis.call('HSET', meta, 'stock', stock, 'taken', taken, 'starts', starts, 'ends', ends,
   'soldout', '', 'built', built, 'epoch', epoch)
-return {'built', kept}
+reply[2] = kept
+return reply

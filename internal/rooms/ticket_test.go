@@ -1,0 +1,48 @@
+package rooms
+
+import (
+	"strings"
+	"testing"
+)
+
+// A ticket string opens only for its item, under its key, whole.
+func TestTicketSigner(t *testing.T) {
+	s := newTicketSigner([]byte(strings.Repeat("k", 32)))
+	other := newTicketSigner([]byte(strings.Repeat("x", 32)))
+	tk := s.sign(7, 12345)
+	flip := func(i int) string { // another base64url character at i
+		b := []byte(tk)
+		if b[i] == 'A' {
+			b[i] = 'B'
+		} else {
+			b[i] = 'A'
+		}
+		return string(b)
+	}
+	if n, ok := s.open(7, tk); !ok || n != 12345 {
+		t.Fatalf("open own ticket: %d %v, want 12345 true", n, ok)
+	}
+	for name, c := range map[string]struct {
+		item int64
+		t    string
+		s    ticketSigner
+	}{
+		"another item":  {8, tk, s},
+		"another key":   {7, tk, other},
+		"truncated":     {7, tk[:len(tk)-1], s},
+		"one more char": {7, tk + "A", s},
+		"first changed": {7, flip(0), s},
+		"mid changed":   {7, flip(len(tk) / 2), s},
+		"last changed":  {7, flip(len(tk) - 1), s},
+		"empty":         {7, "", s},
+		"not base64":    {7, "!!!!", s},
+		"very long":     {7, strings.Repeat("A", 200), s},
+	} {
+		if n, ok := c.s.open(c.item, c.t); ok {
+			t.Errorf("%s: opened as %d", name, n)
+		}
+	}
+	if s.sign(7, 1) == s.sign(7, 2) || s.sign(7, 1) == s.sign(8, 1) {
+		t.Error("two tickets share a string")
+	}
+}
