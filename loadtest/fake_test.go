@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -68,22 +69,39 @@ type fakeService struct {
 
 func newFake(t *testing.T, bugs fakeBugs) (*fakeService, *httptest.Server) {
 	t.Helper()
-	f := &fakeService{token: "test-token", bugs: bugs, items: map[int64]*fakeItem{},
+	f := newFakeService(bugs)
+	return f, serveFake(t, f, nil)
+}
+
+func newFakeService(bugs fakeBugs) *fakeService {
+	return &fakeService{token: "test-token", bugs: bugs, items: map[int64]*fakeItem{},
 		orders: map[string]*fakeOrder{}, idem: map[string]idemEntry{}}
+}
+
+// serveFake serves f's routes, and the routes of more (which replace f's
+// for the same pattern).
+func serveFake(t *testing.T, f *fakeService, more map[string]http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	routes := map[string]http.HandlerFunc{
+		"GET /healthz": func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, 200, map[string]string{"status": "ok"})
+		},
+		"POST /api/v1/admin/items":       f.admin(f.createItem),
+		"GET /api/v1/admin/items/{id}":   f.admin(f.getItem),
+		"POST /api/v1/items/{id}/orders": f.placeOrder,
+		"GET /api/v1/orders/{id}":        f.getOrder,
+	}
+	maps.Copy(routes, more)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("POST /api/v1/admin/items", f.admin(f.createItem))
-	mux.HandleFunc("GET /api/v1/admin/items/{id}", f.admin(f.getItem))
-	mux.HandleFunc("POST /api/v1/items/{id}/orders", f.placeOrder)
-	mux.HandleFunc("GET /api/v1/orders/{id}", f.getOrder)
+	for p, h := range routes {
+		mux.HandleFunc(p, h)
+	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		srv.Close()
 		f.wg.Wait()
 	})
-	return f, srv
+	return srv
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

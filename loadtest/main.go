@@ -48,6 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		baselineFlag time.Duration
 		sweep        string
 		sweepSeconds float64
+		roomLottery  bool
 	)
 	var urls urlList
 	fs.Var(&urls, "url", "service base URL (loopback only; default http://127.0.0.1:8080); repeat it, or separate with commas, to spread orders round-robin over several instances (admin calls and checks go to the first)")
@@ -63,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Users, "users", 1000, "distinct users per strategy")
 	fs.Float64Var(&cfg.RepeatShare, "repeat", 0.1, "share of attempts by a user who already tried (fresh Idempotency-Key)")
 	fs.Float64Var(&cfg.RetryShare, "retry", 0.05, "share of attempts replaying an earlier request (same Idempotency-Key and body)")
-	fs.StringVar(&cfg.Mode, "mode", harness.ModeClosed, "closed (C workers) or open (fixed rate, latency from the intended send time)")
+	fs.StringVar(&cfg.Mode, "mode", harness.ModeClosed, "closed (C workers), open (fixed rate, latency from the intended send time) or room (-users buyers go through the item's waiting room; see -room-*)")
 	fs.IntVar(&cfg.Concurrency, "c", 32, "closed loop: workers; open loop: max requests in flight")
 	fs.Float64Var(&cfg.Rate, "rate", 500, "open loop: requests per second")
 	fs.DurationVar(&cfg.MaxDuration, "duration", 60*time.Second, "cap on each strategy's load phase")
@@ -75,6 +76,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&historyPath, "history", "", "write every request as JSONL to this file")
 	fs.StringVar(&reportPath, "report", "", "write a chart to this .html or .svg file")
 	fs.StringVar(&jsonPath, "json", "", "write the report as JSON to this file")
+	fs.IntVar(&cfg.Room.Late, "room-late", 0, "room mode: users who join after the opening, besides the -users who join before it")
+	fs.IntVar(&cfg.Room.Rate, "room-rate", 500, "room mode: the room's admit_per_second R")
+	fs.DurationVar(&cfg.Room.PassTTL, "room-pass-ttl", 60*time.Second, "room mode: the pass lifetime (whole seconds, 5s to 1h)")
+	fs.DurationVar(&cfg.Room.OpenIn, "room-open-in", 0, "room mode: how far ahead starts_at is set (0 = 3s + 1ms a user)")
+	fs.BoolVar(&roomLottery, "room-lottery", true, "room mode: the opening draw (false: the pre-queue is served in ticket order)")
+	fs.Float64Var(&cfg.Room.PassFactor, "room-pass-factor", 1, "room mode: the service's SECKILL_ROOM_PASS_FACTOR (live passes <= factor x remaining stock)")
+	fs.IntVar(&cfg.Room.Probes, "room-probes", 3, "room mode: refused orders sent of each kind (no pass, forged, another user's, reused); 0 = none")
 	fs.BoolVar(&quiet, "q", false, "no progress lines")
 	fs.Uint64Var(&seed, "seed", 0, "plan seed (0 = from the clock)")
 	fs.StringVar(&sweep, "sweep", "", "open-loop rate sweep: comma-separated rates (e.g. 1000,2000,4000); -report then draws latency against rate (.svg)")
@@ -93,6 +101,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 		urls = urlList{"http://127.0.0.1:8080"}
 	}
 	cfg.BaseURL, cfg.URLs = urls[0], urls
+	cfg.Room.NoLottery = !roomLottery
+	if cfg.Room.Probes == 0 {
+		cfg.Room.Probes = -1
+	}
+	if cfg.Mode == harness.ModeRoom {
+		durationSet := false
+		fs.Visit(func(f *flag.Flag) { durationSet = durationSet || f.Name == "duration" })
+		if !durationSet {
+			cfg.MaxDuration = 0 // the room's own default: the opening's wait, the sale at R, and a minute
+		}
+		if sweep != "" {
+			fmt.Fprintln(stderr, "-sweep does not go with -mode room")
+			return 2
+		}
+	}
 	cfg.Seed = seed
 	cfg.Strategies = strings.Split(strategies, ",")
 	for i := range cfg.Strategies {

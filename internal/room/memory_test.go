@@ -3,6 +3,8 @@ package room_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -73,10 +75,19 @@ func TestMemoryPerWaitingUser(t *testing.T) {
 }
 
 // BenchmarkRoomMemory reports the Redis memory of a waiting user with
-// 100,000 users in the pre-queue. Run it once:
+// 100,000 users in the pre-queue (SECKILL_ROOM_MEMORY_USERS: another
+// count, e.g. 1000000). Run it once:
 //
 //	go test -run XXX -bench RoomMemory -benchtime 1x ./internal/room/
 func BenchmarkRoomMemory(b *testing.B) {
+	users := 100_000
+	if v := os.Getenv("SECKILL_ROOM_MEMORY_USERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("SECKILL_ROOM_MEMORY_USERS=%q: want a positive count", v)
+		}
+		users = n
+	}
 	for _, c := range []struct {
 		name string
 		id   func(int) string
@@ -84,7 +95,7 @@ func BenchmarkRoomMemory(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var per float64
 			for b.Loop() {
-				per = roomBytesPerUser(b, 100_000, c.id)
+				per = roomBytesPerUser(b, users, c.id)
 			}
 			b.ReportMetric(per, "bytes/user")
 		})

@@ -130,8 +130,13 @@ func httpErr(op string, status int, body []byte) error {
 	return fmt.Errorf("%s: HTTP %d: %s", op, status, body)
 }
 
-func (c *client) createItem(ctx context.Context, name string, stock int, strategy string, buckets int) (Item, error) {
+// createItem creates an item; extra holds more fields of the request
+// (starts_at, waiting_room).
+func (c *client) createItem(ctx context.Context, name string, stock int, strategy string, buckets int, extra map[string]any) (Item, error) {
 	req := map[string]any{"name": name, "stock": stock, "price_cents": 100}
+	for k, v := range extra {
+		req[k] = v
+	}
 	if strategy != "" {
 		req["strategy"] = strategy
 	}
@@ -199,9 +204,13 @@ func (c *client) placeOrder(ctx context.Context, r *Record) {
 		r.Instance = int((c.next.Add(1) - 1) % uint64(len(c.orders)))
 		base = c.orders[r.Instance]
 	}
+	hdr := map[string]string{"Idempotency-Key": r.Key}
+	if r.pass != "" {
+		hdr[passHeader] = r.pass
+	}
 	r.Start = time.Now()
 	st, b, err := c.doAt(ctx, base, http.MethodPost, "/api/v1/items/"+strconv.FormatInt(r.ItemID, 10)+"/orders",
-		map[string]string{"user_id": r.User}, map[string]string{"Idempotency-Key": r.Key})
+		map[string]string{"user_id": r.User}, hdr)
 	r.End = time.Now()
 	r.Status = st
 	if err != nil {

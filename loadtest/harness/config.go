@@ -19,6 +19,7 @@ import (
 const (
 	ModeClosed = "closed" // C workers, each sends its next request when the previous one finished
 	ModeOpen   = "open"   // requests are due at a fixed rate; latency is measured from the intended send time
+	ModeRoom   = "room"   // simulated buyers go through the item's waiting room (see RoomConfig and RunRoom)
 )
 
 // Config describes one harness run. Zero values are replaced by the defaults
@@ -41,14 +42,18 @@ type Config struct {
 	RepeatShare float64 // share of attempts made by a user who already attempted, with a fresh Idempotency-Key
 	RetryShare  float64 // share of attempts that replay an earlier attempt (same key, same body)
 
-	Mode        string        // ModeClosed (default) or ModeOpen
+	Mode        string        // ModeClosed (default), ModeOpen or ModeRoom (RunRoom)
 	Concurrency int           // closed loop: workers; open loop: max requests in flight. Default 32
 	Rate        float64       // open loop: intended requests per second. Default 500
-	MaxDuration time.Duration // cap on the load phase per strategy. Default 60s
+	MaxDuration time.Duration // cap on the load phase per strategy. Default 60s (room: the opening's wait + 2×stock/R + 60s)
 
 	RequestTimeout   time.Duration // per request. Default 10s
 	DrainTimeout     time.Duration // how long to wait for pending (202) orders. Default 30s
 	BaselineDuration time.Duration // /healthz baseline length; negative disables. Default 2s
+
+	// Room describes the waiting room and its crowd in ModeRoom (Users
+	// is then W, the users who join before the opening).
+	Room RoomConfig
 
 	Seed  uint64 // plan seed; 0 = derived from the clock
 	RunID string // prefix of user ids and keys; default random
@@ -113,6 +118,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Rate == 0 {
 		c.Rate = 500
 	}
+	roomCap := c.Mode == ModeRoom && c.MaxDuration == 0
 	if c.MaxDuration == 0 {
 		c.MaxDuration = 60 * time.Second
 	}
@@ -143,12 +149,21 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("users must be >= 1")
 	case c.RepeatShare < 0 || c.RetryShare < 0 || c.RepeatShare+c.RetryShare > 1:
 		return c, errors.New("repeat and retry shares must be >= 0 and sum to at most 1")
-	case c.Mode != ModeClosed && c.Mode != ModeOpen:
-		return c, fmt.Errorf("unknown mode %q (want %s or %s)", c.Mode, ModeClosed, ModeOpen)
+	case c.Mode != ModeClosed && c.Mode != ModeOpen && c.Mode != ModeRoom:
+		return c, fmt.Errorf("unknown mode %q (want %s, %s or %s)", c.Mode, ModeClosed, ModeOpen, ModeRoom)
 	case c.Concurrency < 1:
 		return c, errors.New("concurrency must be >= 1")
 	case c.Rate <= 0:
 		return c, errors.New("rate must be > 0")
+	}
+	if c.Mode == ModeRoom {
+		var err error
+		if c.Room, err = c.Room.withDefaults(c.Users); err != nil {
+			return c, err
+		}
+		if roomCap { // the wait for the opening, twice the sale at R, and a minute
+			c.MaxDuration = c.Room.OpenIn + 2*time.Duration(c.Stock)*time.Second/time.Duration(c.Room.Rate) + time.Minute
+		}
 	}
 	return c, nil
 }

@@ -110,6 +110,7 @@ type StrategyReport struct {
 	DBChecked      bool                    `json:"db_checked"`
 	Invariants     []Invariant             `json:"invariants"`
 	Pass           bool                    `json:"pass"`
+	Room           *RoomReport             `json:"room,omitempty"` // ModeRoom only
 
 	Records []Record `json:"-"`
 }
@@ -292,9 +293,16 @@ func (rep *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "drain: %d pending -> %d persisted, %d still pending, %d missing, in %.2fs\n",
 				s.Drain.Pending, s.Drain.Persisted, s.Drain.StillPending, s.Drain.Missing, s.Drain.Took.Seconds())
 		}
+		if s.Room != nil {
+			writeRoomText(w, s.Room)
+		}
 		fmt.Fprintf(w, "item after: stock %d sold %d remaining %d\n", s.Final.Stock, s.Final.Sold, s.Final.Remaining)
 		for _, inv := range s.Invariants {
-			fmt.Fprintf(w, "  %s  %-45s %s\n", inv.Verdict(), inv.Name, inv.Detail)
+			name := inv.Name
+			if inv.Timing {
+				name += " [timing]"
+			}
+			fmt.Fprintf(w, "  %s  %-45s %s\n", inv.Verdict(), name, inv.Detail)
 		}
 	}
 	verdict := "PASS"

@@ -30,7 +30,10 @@ type Record struct {
 	OrderID     string    `json:"order_id,omitempty"`
 	OrderStatus string    `json:"order_status,omitempty"`
 	Err         string    `json:"error,omitempty"`
+	// Probe names a room-mode attempt made to be refused (see roomProbes).
+	Probe string `json:"probe,omitempty"`
 
+	pass string // the Seckill-Pass header sent with the order, if any
 	sent bool
 }
 
@@ -295,7 +298,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		sr, err := runStrategy(ctx, cfg, cl, strategy, uint64(si+1))
+		var sr *StrategyReport
+		if cfg.Mode == ModeRoom {
+			sr, err = runRoomStrategy(ctx, cfg, cl, strategy)
+		} else {
+			sr, err = runStrategy(ctx, cfg, cl, strategy, uint64(si+1))
+		}
 		if err != nil {
 			return rep, err
 		}
@@ -332,7 +340,7 @@ func runStrategy(ctx context.Context, cfg Config, cl *client, strategy string, s
 	if label == "" {
 		label = "default"
 	}
-	item, err := cl.createItem(ctx, fmt.Sprintf("loadtest-%s-%s", cfg.RunID, label), cfg.Stock, strategy, cfg.Buckets)
+	item, err := cl.createItem(ctx, fmt.Sprintf("loadtest-%s-%s", cfg.RunID, label), cfg.Stock, strategy, cfg.Buckets, nil)
 	if err != nil {
 		return nil, err
 	}
