@@ -1,0 +1,43 @@
+package app_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// A ticket string names its holder's place in one line. When that line is
+// gone (the room turned off and on again, or Redis lost it) and its number
+// belongs to someone else in the new line, the old string must not show the
+// other user's place or pass: it is unknown (404), so its page joins again.
+func TestRoomOldTicketDoesNotShowAnotherUsersPass(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		c := startRoomApp(t, b)
+		id := createRoomItem(t, c, 5, map[string]any{"admit_per_second": 100})
+		ann := joinRoom(t, c, id, "ann")
+		if ann.Number != 1 {
+			t.Fatalf("ann's ticket number %d, want 1", ann.Number)
+		}
+		path := "/api/v1/admin/items/" + itoa(id) + "/waiting-room"
+		if r := c.Must(t, "DELETE", path, nil, true, nil); r.Status != http.StatusNoContent {
+			t.Fatalf("delete room: got %d %s", r.Status, r.Body)
+		}
+		if r := c.Must(t, "PUT", path, map[string]any{"admit_per_second": 100}, true, nil); r.Status != http.StatusOK {
+			t.Fatalf("set room again: got %d %s", r.Status, r.Body)
+		}
+		ben := joinRoom(t, c, id, "ben")
+		if ben.Number != 1 {
+			t.Fatalf("ben's ticket number in the new line %d, want 1", ben.Number)
+		}
+		awaitTicket(t, c, id, ben.Ticket, "admitted", 5*time.Second)
+		r := c.Must(t, "GET", roomPath(id, "/queue/"+ann.Ticket), nil, false, nil)
+		if r.Status == http.StatusOK {
+			var tk roomTicket
+			r.JSON(t, &tk)
+			t.Fatalf("ann's ticket of the old line reads %s with pass %q (ben's), want 404", tk.State, tk.Pass)
+		}
+		wantError(t, "ann's ticket of the old line", r, http.StatusNotFound, "not_found")
+	})
+}
