@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -40,4 +41,19 @@ func TestRoomOldTicketDoesNotShowAnotherUsersPass(t *testing.T) {
 		}
 		wantError(t, "ann's ticket of the old line", r, http.StatusNotFound, "not_found")
 	})
+}
+
+// Strict input on the challenge route: user_id given twice, or a query
+// net/url cannot read whole, is 400 (as every query parameter the API
+// reads), not a challenge for the first value.
+func TestRoomChallengeStrictQuery(t *testing.T) {
+	c := startRoomApp(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.RoomPoWBits = 4 })
+	id := createRoomItem(t, c, 5, map[string]any{"admit_per_second": 100})
+	if r := c.Must(t, "GET", roomPath(id, "/queue/challenge?user_id=ann"), nil, false, nil); r.Status != http.StatusOK {
+		t.Fatalf("challenge: got %d %s, want 200", r.Status, r.Body)
+	}
+	for _, q := range []string{"user_id=ann&user_id=ben", "user_id=ann;x=1", "user_id=%zz"} {
+		r := c.Must(t, "GET", roomPath(id, "/queue/challenge?"+q), nil, false, nil)
+		wantError(t, "challenge ?"+q, r, http.StatusBadRequest, "invalid_request")
+	}
 }
