@@ -1,6 +1,8 @@
 package app_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -56,4 +58,69 @@ func TestRoomChallengeStrictQuery(t *testing.T) {
 		r := c.Must(t, "GET", roomPath(id, "/queue/challenge?"+q), nil, false, nil)
 		wantError(t, "challenge ?"+q, r, http.StatusBadRequest, "invalid_request")
 	}
+}
+
+// Redis loses the item's keys (room and gate) while a pass is out: the room
+// comes back from the database (joins 503 at worst, then a new line), the
+// old ticket string of ticket 1 does not show the new ticket 1's pass, the
+// pass already issued still verifies, and nothing oversells.
+func TestRoomRedisLosesTheItemsKeys(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		c := startRoomApp(t, b)
+		id := createRoomItem(t, c, 2, map[string]any{"admit_per_second": 100})
+		ann := joinRoom(t, c, id, "ann")
+		annT := awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+
+		rdb := b.Redis(t)
+		ctx := context.Background()
+		keys, err := rdb.Keys(ctx, fmt.Sprintf("%s:{item:%d}*", b.KeyPrefix, id)).Result()
+		if err != nil || len(keys) == 0 {
+			t.Fatalf("the item's keys: %v %v", keys, err)
+		}
+		if err := rdb.Del(ctx, keys...).Err(); err != nil {
+			t.Fatal(err)
+		}
+
+		// The same user may take the place again; a new user gets number 1
+		// of the new line unless ann's join came first.
+		var ben roomTicket
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := c.Must(t, "POST", roomPath(id, "/queue"), map[string]string{"user_id": "ben"}, false, nil)
+			if r.Status == http.StatusOK {
+				r.JSON(t, &ben)
+				break
+			}
+			if r.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				t.Fatalf("join after the loss: got %d %s, want 200 (or 503 for a moment)", r.Status, r.Body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if ben.Number != 1 {
+			t.Fatalf("ben's number in the new line %d, want 1", ben.Number)
+		}
+		awaitTicket(t, c, id, ben.Ticket, "admitted", 5*time.Second)
+		r := c.Must(t, "GET", roomPath(id, "/queue/"+ann.Ticket), nil, false, nil)
+		wantError(t, "ann's ticket of the lost line", r, http.StatusNotFound, "not_found")
+
+		// ann's pass needs no Redis: it still buys (the gate may need a
+		// moment to come back), and only once.
+		deadline = time.Now().Add(10 * time.Second)
+		for {
+			r = orderWithPass(t, c, id, "ann", annT.Pass, "")
+			if r.Status == http.StatusCreated || r.Status == http.StatusAccepted {
+				break
+			}
+			if r.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				t.Fatalf("ann's order with her pass after the loss: got %d %s", r.Status, r.Body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if r := orderWithPass(t, c, id, "ann", annT.Pass, ""); r.Status < 400 {
+			t.Errorf("ann's second order with the same pass: got %d %s, want a refusal", r.Status, r.Body)
+		}
+		if v := roomAdminView(t, c, id); v.Sold > 2 || v.Sold < 1 {
+			t.Errorf("sold %d of 2, want 1", v.Sold)
+		}
+	})
 }
