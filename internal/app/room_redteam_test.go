@@ -124,3 +124,50 @@ func TestRoomRedisLosesTheItemsKeys(t *testing.T) {
 		}
 	})
 }
+
+// A pause answered 200 holds on every instance at once: another instance
+// that has not yet reloaded the room's settings admits nobody either (the
+// flag is in Redis, where admission runs). Unpaused, the line moves.
+func TestRoomPauseHoldsOnEveryInstance(t *testing.T) {
+	b := testenv.Real(t)
+	a := startRoomApp(t, b)
+	c := startRoomApp(t, b)
+	id := createRoomItem(t, a, 100, map[string]any{"admit_per_second": 100})
+	deadline := time.Now().Add(5 * time.Second)
+	for { // c knows the room and admits through it
+		r := c.Must(t, "POST", roomPath(id, "/queue"), map[string]string{"user_id": "probe"}, false, nil)
+		if r.Status == http.StatusOK {
+			var tk roomTicket
+			r.JSON(t, &tk)
+			awaitTicket(t, c, id, tk.Ticket, "admitted", 5*time.Second)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second instance: join still %d %s", r.Status, r.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	path := "/api/v1/admin/items/" + itoa(id) + "/waiting-room"
+	if r := a.Must(t, "PUT", path, map[string]any{"paused": true}, true, nil); r.Status != http.StatusOK {
+		t.Fatalf("pause: got %d %s", r.Status, r.Body)
+	}
+	ann := joinRoom(t, a, id, "ann")
+	// Until c reloads the settings it knows no pause of its own.
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		if v := roomAdminView(t, c, id); v.WaitingRoom != nil && v.WaitingRoom.Paused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second instance never learned the pause")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := ticketStatus(t, c, id, ann.Ticket); st.State != "waiting" {
+		t.Fatalf("ann, joined after the pause: %s, want waiting (an instance admitted while paused)", st.State)
+	}
+	if r := a.Must(t, "PUT", path, map[string]any{"paused": false}, true, nil); r.Status != http.StatusOK {
+		t.Fatalf("unpause: got %d %s", r.Status, r.Body)
+	}
+	awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+}

@@ -3,6 +3,7 @@
 --     to the next in line (no-show compensation);
 --   * at most max_unused passes are live (admitted, not used, not expired);
 --   * at most per_call in one call, so one script never blocks Redis long;
+--   * nobody while paused (SetPaused), whatever the caller knows of it;
 --   * at most rate admissions per second of the callers' clock. The trick:
 --     by the ms-th millisecond of a second at most ceil(rate*(ms+1)/1000)
 --     may have been admitted in it, so the rate is spread over the second
@@ -15,7 +16,7 @@ local rate = tonumber(ARGV[2])
 local max_unused = tonumber(ARGV[3])
 local per_call = tonumber(ARGV[4])
 
-local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n')
+local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
@@ -23,6 +24,7 @@ if expired > 0 then redis.call('HINCRBY', meta, 'expired', expired) end
 redis.call('HSET', meta, 'rate', rate)
 if phase ~= 'open' then return {'notopen', expired, 0, {}} end
 if m[2] == '1' then return {'sold_out', expired, 0, {}} end
+if m[9] == '1' then return {'ok', expired, 0, {}} end -- paused (SetPaused)
 
 local pre, head, seq, ttl = tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6])
 local sec = math.floor(now_ms / 1000)

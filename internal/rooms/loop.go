@@ -19,6 +19,8 @@ type entry struct {
 	set  atomic.Pointer[row]
 	// ready: the room is set up in Redis with set's commitment and TTL.
 	ready atomic.Bool
+	// pauseSync: set's Paused changed and is not written to Redis yet.
+	pauseSync atomic.Bool
 	// stats is the room as the loop last read it; view the item.
 	stats   atomic.Pointer[room.Stats]
 	statsAt atomic.Int64 // when stats was read, Unix ns
@@ -58,6 +60,9 @@ func (e *entry) update(r *row) {
 	old := e.set.Swap(r)
 	if old.Commitment != r.Commitment || old.PassTTLSeconds != r.PassTTLSeconds || old.Lottery != r.Lottery {
 		e.ready.Store(false)
+	}
+	if old.Paused != r.Paused {
+		e.pauseSync.Store(true)
 	}
 }
 
@@ -188,6 +193,9 @@ func (s *Service) setup(ctx context.Context, e *entry) error {
 	if err := e.room.SetPassTTL(ctx, r.passTTL()); err != nil {
 		return err
 	}
+	if err := e.room.SetPaused(ctx, r.Paused); err != nil {
+		return err
+	}
 	if !r.Lottery {
 		seed, err := r.seed()
 		if err != nil {
@@ -212,6 +220,14 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		}
 	}
 	r := e.set.Load()
+	if e.pauseSync.Swap(false) {
+		// Every instance writes the pause it learned last: the last to
+		// learn writes the stored value.
+		if err := e.room.SetPaused(ctx, r.Paused); err != nil {
+			e.pauseSync.Store(true)
+			return err
+		}
+	}
 	v, err := s.shop.ItemView(ctx, e.id)
 	if err != nil {
 		return err
