@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,4 +172,38 @@ func TestRoomPauseHoldsOnEveryInstance(t *testing.T) {
 		t.Fatalf("unpause: got %d %s", r.Status, r.Body)
 	}
 	awaitTicket(t, c, id, ann.Ticket, "admitted", 5*time.Second)
+}
+
+// A forged, huge or malformed ticket string is a 4xx that needs no Redis:
+// with Redis stalled it still answers at once, 404 (never a 503 or a wait).
+func TestRoomBadTicketNeedsNoRedis(t *testing.T) {
+	b := testenv.Real(t)
+	u, err := url.Parse(b.RedisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	c := startRoomApp(t, b, func(cfg *app.Config) {
+		pu := *u
+		pu.Host = proxy.Addr()
+		cfg.RedisURL = pu.String()
+		cfg.RedisTimeout = 0 // the production default
+	})
+	id := createRoomItem(t, c, 3, map[string]any{"admit_per_second": 100})
+	ann := joinRoom(t, c, id, "ann")
+	proxy.Stall()
+	defer proxy.Heal()
+	for name, tk := range map[string]string{
+		"forged":    "AQFhbm6IETdTQzUwS5LlImf",
+		"huge":      strings.Repeat("A", 8000),
+		"malformed": "%00%ff" + ann.Ticket,
+		"changed":   ann.Ticket[:len(ann.Ticket)-1] + "x",
+	} {
+		start := time.Now()
+		r, _ := c.Do("GET", roomPath(id, "/queue/"+tk), nil, false, nil)
+		if took := time.Since(start); r.Status/100 != 4 || took > outageBound {
+			t.Errorf("%s ticket with redis stalled: got %d %s after %v, want a 4xx within %v", name, r.Status, r.Body, took, outageBound)
+		}
+		t.Logf("%s ticket with redis stalled: %d in %v", name, r.Status, time.Since(start))
+	}
 }
