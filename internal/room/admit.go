@@ -31,19 +31,10 @@ type Admission struct {
 // before Open or while closed; the caller computes maxUnusedPasses from the
 // remaining stock.
 func (r *Room) Admit(ctx context.Context, now time.Time, ratePerSecond, maxUnusedPasses int) (Admission, error) {
-	return r.AdmitSinceUsed(ctx, now, ratePerSecond, maxUnusedPasses, -1)
-}
-
-// AdmitSinceUsed is Admit for a caller whose maxUnusedPasses comes from a
-// stock count that may be older than the room's used count usedBase (a
-// Stats read before the count): the passes used since then bought units
-// that count may still hold, so each lowers maxUnusedPasses by one, in the
-// script. usedBase -1 is Admit.
-func (r *Room) AdmitSinceUsed(ctx context.Context, now time.Time, ratePerSecond, maxUnusedPasses int, usedBase int64) (Admission, error) {
-	if ratePerSecond <= 0 || maxUnusedPasses < 0 || usedBase < -1 {
-		return Admission{}, fmt.Errorf("%w: rate %d a second, %d unused passes, used base %d", ErrInvalid, ratePerSecond, maxUnusedPasses, usedBase)
+	if ratePerSecond <= 0 || maxUnusedPasses < 0 {
+		return Admission{}, fmt.Errorf("%w: rate %d a second and %d unused passes", ErrInvalid, ratePerSecond, maxUnusedPasses)
 	}
-	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw}, now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall, usedBase).Slice()
+	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw}, now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall).Slice()
 	if err != nil {
 		return Admission{}, unavailable(err)
 	}

@@ -15,9 +15,8 @@ local now_ms = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local max_unused = tonumber(ARGV[3])
 local per_call = tonumber(ARGV[4])
-local used_base = tonumber(ARGV[5]) -- -1: none
 
-local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'used')
+local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
@@ -37,9 +36,6 @@ elseif sec < win then
   ms = 0
 end
 local allowed = math.ceil(rate * (ms + 1) / 1000)
--- The caller's stock predates the passes used since used_base: each
--- bought a unit it counts, and freed its live slot already.
-if used_base >= 0 then max_unused = max_unused - math.max(0, (tonumber(m[10]) or 0) - used_base) end
 local n = math.min(allowed - win_n, max_unused - redis.call('ZCARD', live), seq - head, per_call)
 if n <= 0 then return {'ok', expired, 0, {}} end
 

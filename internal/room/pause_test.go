@@ -39,36 +39,3 @@ func TestSetPaused(t *testing.T) {
 		wantTickets(t, "resumed", admit(t, r, at(3500), 1000, 100).Tickets, []int64{2, 3})
 	})
 }
-
-// AdmitSinceUsed counts each pass used since usedBase as a slot taken: the
-// caller's stock count predates those purchases.
-func TestAdmitSinceUsed(t *testing.T) {
-	forEachRedis(t, func(t *testing.T, e env) {
-		ctx := context.Background()
-		r := e.room(t, nil)
-		seed := room.NewSeed()
-		setUp(t, r, seed, time.Hour)
-		if err := r.Open(ctx, seed); err != nil {
-			t.Fatal(err)
-		}
-		joinUsers(t, r, 1, 5, t0)
-		wantTickets(t, "first", admit(t, r, at(500), 1000, 2).Tickets, []int64{1, 2})
-		if err := r.Consume(ctx, 1, at(600)); err != nil {
-			t.Fatal(err)
-		}
-		// 2 units counted before ticket 1 bought: 1 left, held by ticket 2.
-		a, err := r.AdmitSinceUsed(ctx, at(700), 1000, 2, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantTickets(t, "count from before the purchase", a.Tickets, nil)
-		// A count taken after it (used base 1) has room for one more.
-		if a, err = r.AdmitSinceUsed(ctx, at(800), 1000, 2, 1); err != nil {
-			t.Fatal(err)
-		}
-		wantTickets(t, "count from after the purchase", a.Tickets, []int64{3})
-		if _, err := r.AdmitSinceUsed(ctx, at(900), 1000, 2, -2); !errors.Is(err, room.ErrInvalid) {
-			t.Errorf("used base -2: %v, want ErrInvalid", err)
-		}
-	})
-}

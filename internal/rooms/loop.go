@@ -41,13 +41,7 @@ type entry struct {
 type sample struct {
 	at       time.Time
 	admitted int64
-	used     int64
 }
-
-// viewLag is how much older than its call the shop's public view may be
-// (shop.ViewMaxAge, 200 ms, plus its read), with a margin: the passes used
-// since then bought units the view may still count as remaining.
-const viewLag = time.Second
 
 // maxJoinTimes bounds the join times a room keeps for the wait metric: a
 // ticket joined here but admitted by another instance leaves its entry
@@ -120,28 +114,12 @@ func (e *entry) admittedPerSecond() int64 {
 	return 0
 }
 
-// usedBefore is the used count of the newest sample taken at or before t
-// (the oldest one when none is that old; ok false without samples).
-func (e *entry) usedBefore(t time.Time) (int64, bool) {
+// addSample records the admitted count at a tick and returns the tick's
+// number.
+func (e *entry) addSample(at time.Time, admitted int64) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i := len(e.samples) - 1; i >= 0; i-- {
-		if !e.samples[i].at.After(t) {
-			return e.samples[i].used, true
-		}
-	}
-	if len(e.samples) > 0 {
-		return e.samples[0].used, true
-	}
-	return 0, false
-}
-
-// addSample records the admitted and used counts at a tick and returns the
-// tick's number.
-func (e *entry) addSample(at time.Time, admitted, used int64) int64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.samples = append(e.samples, sample{at, admitted, used})
+	e.samples = append(e.samples, sample{at, admitted})
 	if len(e.samples) > 30 {
 		e.samples = append(e.samples[:0], e.samples[len(e.samples)-20:]...)
 	}
@@ -242,7 +220,6 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		}
 	}
 	r := e.set.Load()
-	viewAt := s.cfg.Now()
 	if e.pauseSync.Swap(false) {
 		// Every instance writes the pause it learned last: the last to
 		// learn writes the stored value.
@@ -303,16 +280,7 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		if !r.Paused {
 			maxLive = int(math.Min(math.Floor(s.cfg.PassFactor*float64(v.Remaining)), math.MaxInt32))
 		}
-		// The view may be viewLag old: a pass used since bought a unit it
-		// may still count, and its slot is free already, so the script
-		// counts each such pass as taking a slot. Without this the live
-		// passes outnumbered the units left near the end (loadtest R10:
-		// 729 passes for 700 units).
-		usedBase := int64(-1)
-		if old, ok := e.usedBefore(viewAt.Add(-viewLag)); ok {
-			usedBase = old
-		}
-		a, err := e.room.AdmitSinceUsed(ctx, now, r.AdmitPerSecond, maxLive, usedBase)
+		a, err := e.room.Admit(ctx, now, r.AdmitPerSecond, maxLive)
 		if err != nil && !errors.Is(err, room.ErrSoldOut) {
 			return err
 		}
@@ -320,7 +288,7 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	}
 	e.stats.Store(&st)
 	e.statsAt.Store(readAt.UnixNano())
-	if e.addSample(now, st.Admitted, st.Used)%10 == 0 {
+	if e.addSample(now, st.Admitted)%10 == 0 {
 		e.pruneJoins(st.Tickets - st.Waiting) // once a second
 	}
 	s.obs.RoomWaiting(e.id, st.Waiting)
