@@ -36,7 +36,9 @@ func TestRoomSoldOutAndResume(t *testing.T) {
 		r.JSON(t, &order)
 		soldAt := time.Now()
 		for _, w := range waiting {
-			got := awaitTicket(t, c, id, w.Ticket, "sold_out", 3*time.Second)
+			// Never admitted on the way: no pass beyond the stock, even while
+			// the service's figure of the remaining stock is a moment old.
+			got := awaitTicketNot(t, c, id, w.Ticket, "sold_out", "admitted", 3*time.Second)
 			if got.PollAfterMS != 0 {
 				t.Errorf("sold_out ticket advises polling after %d ms, want 0", got.PollAfterMS)
 			}
@@ -44,8 +46,8 @@ func TestRoomSoldOutAndResume(t *testing.T) {
 		t.Logf("every waiting ticket read sold_out %v after the last unit sold", time.Since(soldAt))
 		r = c.Must(t, "POST", roomPath(id, "/queue"), map[string]string{"user_id": "eve"}, false, nil)
 		wantError(t, "join after sold out", r, http.StatusConflict, "sold_out")
-		if v := roomAdminView(t, c, id); v.WaitingRoom.Phase != "closed" || !v.WaitingRoom.Closed {
-			t.Errorf("admin view sold out: %+v, want phase closed", v.WaitingRoom)
+		if v := roomAdminView(t, c, id); v.WaitingRoom.Phase != "closed" || !v.WaitingRoom.Closed || v.WaitingRoom.Admitted != 1 {
+			t.Errorf("admin view sold out: %+v, want phase closed with 1 admitted (ann)", v.WaitingRoom)
 		}
 
 		// A cancel hands the unit back: the line goes on, first in line next.

@@ -130,6 +130,25 @@ func awaitTicket(t testing.TB, c *apptest.Client, id int64, ticket, state string
 	}
 }
 
+// awaitTicketNot is awaitTicket that also fails if the ticket ever reads
+// never on the way.
+func awaitTicketNot(t testing.TB, c *apptest.Client, id int64, ticket, state, never string, within time.Duration) roomTicket {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		tk := ticketStatus(t, c, id, ticket)
+		switch {
+		case tk.State == never:
+			t.Fatalf("ticket %d read %s on its way to %s", tk.Number, never, state)
+		case tk.State == state:
+			return tk
+		case time.Now().After(deadline):
+			t.Fatalf("ticket %d: state %s after %v, want %s", tk.Number, tk.State, within, state)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func roomAdminView(t testing.TB, c *apptest.Client, id int64) roomAdmin {
 	t.Helper()
 	r := c.Must(t, "GET", fmt.Sprintf("/api/v1/admin/items/%d", id), nil, true, nil)

@@ -21,6 +21,7 @@ func TestRoomRedisDownOrStalled(t *testing.T) {
 	}
 	cut := fault{"down", (*testenv.Proxy).Cut, (*testenv.Proxy).Restore}
 	stall := fault{"stalled", (*testenv.Proxy).Stall, (*testenv.Proxy).Heal}
+	testenv.Solo(t) // it bounds how fast an outage is answered
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		faults := []fault{cut}
 		if b.Mini == nil {

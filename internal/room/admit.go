@@ -11,6 +11,14 @@ import (
 // needs several calls in the second.
 const MaxAdmitPerCall = 5000
 
+// SpentGrace is how long a pass that bought (Consume) still holds its slot
+// among the caller's maxUnusedPasses: the caller derives that cap from a
+// figure of the remaining stock that may be a little old (the service's is
+// at most about 250 ms), and until the figure shows the purchase, freeing
+// the slot would admit one user more than the stock can serve. It also
+// covers a clock skew between instances of up to about 1.5 s.
+const SpentGrace = 2 * time.Second
+
 // Admission is what one Admit call did.
 type Admission struct {
 	// Tickets admitted by this call, in serve order.
@@ -34,7 +42,7 @@ func (r *Room) Admit(ctx context.Context, now time.Time, ratePerSecond, maxUnuse
 	if ratePerSecond <= 0 || maxUnusedPasses < 0 {
 		return Admission{}, fmt.Errorf("%w: rate %d a second and %d unused passes", ErrInvalid, ratePerSecond, maxUnusedPasses)
 	}
-	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw}, now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall).Slice()
+	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw, r.k.spent}, now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall, SpentGrace.Milliseconds()).Slice()
 	if err != nil {
 		return Admission{}, unavailable(err)
 	}

@@ -1,7 +1,10 @@
 -- Admits the next users in line, all instances together:
 --   * expired unused passes leave the live set first, so their slots pass
 --     to the next in line (no-show compensation);
---   * at most max_unused passes are live (admitted, not used, not expired);
+--   * at most max_unused passes are live (admitted, not used, not expired)
+--     or spent less than grace_ms ago: the caller's figure of the remaining
+--     stock may not show a purchase that recent yet, and counting its pass
+--     free at once would admit someone for a unit already sold;
 --   * at most per_call in one call, so one script never blocks Redis long;
 --   * nobody while paused (SetPaused), whatever the caller knows of it;
 --   * at most rate admissions per second of the callers' clock. The trick:
@@ -10,17 +13,19 @@
 --     and one second never exceeds it. The window only moves forward: a
 --     caller whose clock is behind counts as at the current second's
 --     first millisecond, so a lagging clock adds no burst.
-local meta, live, draw = KEYS[1], KEYS[2], KEYS[3]
+local meta, live, draw, spent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now_ms = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local max_unused = tonumber(ARGV[3])
 local per_call = tonumber(ARGV[4])
+local grace_ms = tonumber(ARGV[5])
 
 local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
 if expired > 0 then redis.call('HINCRBY', meta, 'expired', expired) end
+redis.call('ZREMRANGEBYSCORE', spent, '-inf', now_ms - grace_ms)
 redis.call('HSET', meta, 'rate', rate)
 if phase ~= 'open' then return {'notopen', expired, 0, {}} end
 if m[2] == '1' then return {'sold_out', expired, 0, {}} end
@@ -36,7 +41,7 @@ elseif sec < win then
   ms = 0
 end
 local allowed = math.ceil(rate * (ms + 1) / 1000)
-local n = math.min(allowed - win_n, max_unused - redis.call('ZCARD', live), seq - head, per_call)
+local n = math.min(allowed - win_n, max_unused - redis.call('ZCARD', live) - redis.call('ZCARD', spent), seq - head, per_call)
 if n <= 0 then return {'ok', expired, 0, {}} end
 
 local function u32(s, i)

@@ -1,6 +1,8 @@
--- Marks a live pass used (its order was taken): its slot among the
--- max_unused live passes is free again, and it is never live again.
-local meta, live, used = KEYS[1], KEYS[2], KEYS[3]
+-- Marks a live pass used (its order was taken): it is never live again,
+-- and its slot among the max_unused passes is free once the caller's
+-- count of the remaining stock has seen the order: it stays in `spent`,
+-- which Admit counts for SpentGrace.
+local meta, live, used, spent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ticket = ARGV[1]
 local now_ms = tonumber(ARGV[2])
 
@@ -12,6 +14,7 @@ if not expiry then
 end
 if tonumber(expiry) <= now_ms then return 'notlive' end
 redis.call('ZREM', live, ticket)
+redis.call('ZADD', spent, now_ms, ticket)
 redis.call('SADD', used, ticket)
 redis.call('HINCRBY', meta, 'used', 1)
 return 'ok'

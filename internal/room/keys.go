@@ -18,6 +18,7 @@ type keys struct {
 	draw    string // string: 4 bytes a serve number, its pre-queue ticket (after the draw)
 	live    string // sorted set: admitted, unused, unexpired tickets by pass expiry (ms)
 	used    string // set: tickets whose pass bought
+	spent   string // sorted set: tickets whose pass bought in the last SpentGrace, by when (ms)
 }
 
 func newKeys(prefix string, itemID int64) (keys, error) {
@@ -37,9 +38,10 @@ func newKeys(prefix string, itemID int64) (keys, error) {
 		draw:    base + ":draw",
 		live:    base + ":live",
 		used:    base + ":used",
+		spent:   base + ":spent",
 	}, nil
 }
 
 func (k keys) all() []string {
-	return []string{k.meta, k.users, k.tickets, k.rank, k.draw, k.live, k.used}
+	return []string{k.meta, k.users, k.tickets, k.rank, k.draw, k.live, k.used, k.spent}
 }

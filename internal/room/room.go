@@ -191,7 +191,7 @@ func (r *Room) status(v []any, now time.Time) (Status, error) {
 // among the live passes frees at once. It is ErrPassUsed the second time
 // and ErrNotLive for a pass never admitted or expired (at now).
 func (r *Room) Consume(ctx context.Context, ticket int64, now time.Time) error {
-	res, err := consumeScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.used}, ticket, now.UnixMilli()).Text()
+	res, err := consumeScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.used, r.k.spent}, ticket, now.UnixMilli()).Text()
 	if err != nil {
 		return unavailable(err)
 	}
