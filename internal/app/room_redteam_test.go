@@ -207,3 +207,36 @@ func TestRoomBadTicketNeedsNoRedis(t *testing.T) {
 		t.Logf("%s ticket with redis stalled: %d in %v", name, r.Status, time.Since(start))
 	}
 }
+
+// A pass buys once: a second order with it, a retry under another key, and
+// an order after its order was cancelled are all refused (the cancelled
+// order is still the user's one order), and the cancelled unit goes to the
+// next in line, not back to the pass.
+func TestRoomPassBuysOnceEvenAfterCancel(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		c := startRoomApp(t, b)
+		id := createRoomItem(t, c, 1, map[string]any{"admit_per_second": 100, "pass_ttl_seconds": 600})
+		ann := awaitTicket(t, c, id, joinRoom(t, c, id, "ann").Ticket, "admitted", 5*time.Second)
+		ben := joinRoom(t, c, id, "ben")
+		r := orderWithPass(t, c, id, "ann", ann.Pass, "k1")
+		if r.Status != http.StatusCreated {
+			t.Fatalf("ann's order: got %d %s", r.Status, r.Body)
+		}
+		var o struct {
+			ID string `json:"id"`
+		}
+		r.JSON(t, &o)
+		wantError(t, "second order, same pass, another key", orderWithPass(t, c, id, "ann", ann.Pass, "k2"), http.StatusConflict, "already_purchased")
+		if r, _ := c.SettleOrder(o.ID, "cancel", map[string]string{"user_id": "ann"}, nil); r.Status != http.StatusOK {
+			t.Fatalf("cancel: got %d %s", r.Status, r.Body)
+		}
+		wantError(t, "order after the cancel, same pass", orderWithPass(t, c, id, "ann", ann.Pass, ""), http.StatusConflict, "already_purchased")
+		benT := awaitTicket(t, c, id, ben.Ticket, "admitted", 5*time.Second)
+		if r := orderWithPass(t, c, id, "ben", benT.Pass, ""); r.Status != http.StatusCreated {
+			t.Fatalf("ben's order for the unit ann cancelled: got %d %s", r.Status, r.Body)
+		}
+		if v := roomAdminView(t, c, id); v.Sold != 1 {
+			t.Errorf("sold %d, want 1 (ben's)", v.Sold)
+		}
+	})
+}
