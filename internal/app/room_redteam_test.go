@@ -240,3 +240,63 @@ func TestRoomPassBuysOnceEvenAfterCancel(t *testing.T) {
 		}
 	})
 }
+
+// A lowered admission rate holds on every instance at once: one that has
+// not reloaded the settings yet admits at the new rate too. Checked from
+// Redis: each live pass's score is its admission time plus the pass TTL,
+// so no second of the clock may hold two admissions at 1 a second.
+func TestRoomLoweredRateHoldsOnEveryInstance(t *testing.T) {
+	b := testenv.Real(t)
+	a := startRoomApp(t, b)
+	c := startRoomApp(t, b)
+	const ttl = 60
+	id := createRoomItem(t, a, 100, map[string]any{"admit_per_second": 100, "pass_ttl_seconds": ttl})
+	deadline := time.Now().Add(5 * time.Second)
+	for { // c knows the room and admits through it
+		r := c.Must(t, "POST", roomPath(id, "/queue"), map[string]string{"user_id": "probe"}, false, nil)
+		if r.Status == http.StatusOK {
+			var tk roomTicket
+			r.JSON(t, &tk)
+			awaitTicket(t, c, id, tk.Ticket, "admitted", 5*time.Second)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second instance: join still %d %s", r.Status, r.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	path := "/api/v1/admin/items/" + itoa(id) + "/waiting-room"
+	if r := a.Must(t, "PUT", path, map[string]any{"admit_per_second": 1}, true, nil); r.Status != http.StatusOK {
+		t.Fatalf("lower the rate: got %d %s", r.Status, r.Body)
+	}
+	var numbers []string
+	for _, u := range []string{"u1", "u2", "u3", "u4", "u5", "u6"} {
+		numbers = append(numbers, fmt.Sprint(joinRoom(t, a, id, u).Number))
+	}
+	// c learns the new rate; from then on it admits at 1 a second anyway.
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		if v := roomAdminView(t, c, id); v.WaitingRoom != nil && v.WaitingRoom.AdmitPerSecond == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second instance never learned the new rate")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rdb := b.Redis(t)
+	live := fmt.Sprintf("%s:{item:%d}:room:live", b.KeyPrefix, id)
+	perSecond := map[int64]int{}
+	for _, n := range numbers {
+		score, err := rdb.ZScore(context.Background(), live, n).Result()
+		if err != nil {
+			continue // not admitted yet
+		}
+		perSecond[(int64(score)-ttl*1000)/1000]++
+	}
+	for sec, n := range perSecond {
+		if n > 1 {
+			t.Errorf("second %d: %d admissions after the rate went down to 1 a second (%v)", sec, n, perSecond)
+		}
+	}
+}

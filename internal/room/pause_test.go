@@ -10,13 +10,14 @@ import (
 )
 
 // A paused room admits nobody, whatever the caller's maxUnused, while
-// expired passes still leave; resumed, the line goes on where it stopped.
-func TestSetPaused(t *testing.T) {
+// expired passes still leave; resumed, the line goes on where it stopped,
+// at most at the rate cap whatever rate the caller passes.
+func TestSetControl(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)
-		if err := r.SetPaused(ctx, true); !errors.Is(err, room.ErrNoRoom) {
-			t.Fatalf("SetPaused without a room: %v, want ErrNoRoom", err)
+		if err := r.SetControl(ctx, true, 0); !errors.Is(err, room.ErrNoRoom) {
+			t.Fatalf("SetControl without a room: %v, want ErrNoRoom", err)
 		}
 		seed := room.NewSeed()
 		setUp(t, r, seed, time.Second)
@@ -25,7 +26,7 @@ func TestSetPaused(t *testing.T) {
 		}
 		joinUsers(t, r, 1, 3, t0)
 		wantTickets(t, "first admission", admit(t, r, at(0), 1000, 1).Tickets, []int64{1})
-		if err := r.SetPaused(ctx, true); err != nil {
+		if err := r.SetControl(ctx, true, 0); err != nil {
 			t.Fatal(err)
 		}
 		a := admit(t, r, at(2000), 1000, 100) // ticket 1's pass expired at 1000
@@ -33,9 +34,17 @@ func TestSetPaused(t *testing.T) {
 		if a.Expired != 1 {
 			t.Errorf("paused: %d passes expired, want 1 (they leave while paused)", a.Expired)
 		}
-		if err := r.SetPaused(ctx, false); err != nil {
+		if err := r.SetControl(ctx, false, 1); err != nil {
 			t.Fatal(err)
 		}
-		wantTickets(t, "resumed", admit(t, r, at(3500), 1000, 100).Tickets, []int64{2, 3})
+		wantTickets(t, "resumed, capped at 1 a second", admit(t, r, at(3500), 1000, 100).Tickets, []int64{2})
+		wantTickets(t, "same second", admit(t, r, at(3900), 1000, 100).Tickets, nil)
+		if err := r.SetControl(ctx, false, 0); err != nil {
+			t.Fatal(err)
+		}
+		wantTickets(t, "cap lifted", admit(t, r, at(3950), 1000, 100).Tickets, []int64{3})
+		if err := r.SetControl(ctx, false, -1); !errors.Is(err, room.ErrInvalid) {
+			t.Errorf("rate cap -1: %v, want ErrInvalid", err)
+		}
 	})
 }
