@@ -39,7 +39,12 @@ func (h *Handler) queueChallenge(c *gin.Context) {
 		return
 	}
 	var queryUser *string
-	if u, ok := c.GetQuery("user_id"); ok {
+	u, ok, err := queryValue(c, "user_id")
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	if ok {
 		queryUser = &u
 	}
 	user, err := h.roomUser(c, queryUser)

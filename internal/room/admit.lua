@@ -6,6 +6,8 @@
 --     stock may not show a purchase that recent yet, and counting its pass
 --     free at once would admit someone for a unit already sold;
 --   * at most per_call in one call, so one script never blocks Redis long;
+--   * nobody while paused, and at most the rate cap a second (SetControl),
+--     whatever the caller knows of them;
 --   * at most rate admissions per second of the callers' clock. The trick:
 --     by the ms-th millisecond of a second at most ceil(rate*(ms+1)/1000)
 --     may have been admitted in it, so the rate is spread over the second
@@ -20,15 +22,18 @@ local per_call = tonumber(ARGV[4])
 local grace_ms = tonumber(ARGV[5])
 local lead_ms = tonumber(ARGV[6]) or 0
 
-local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n')
+local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
 if expired > 0 then redis.call('HINCRBY', meta, 'expired', expired) end
 redis.call('ZREMRANGEBYSCORE', spent, '-inf', now_ms - grace_ms)
+local cap = tonumber(m[10])
+if cap and cap > 0 and cap < rate then rate = cap end
 redis.call('HSET', meta, 'rate', rate)
 if phase ~= 'open' then return {'notopen', expired, 0, {}} end
 if m[2] == '1' then return {'sold_out', expired, 0, {}} end
+if m[9] == '1' then return {'ok', expired, 0, {}} end -- paused (SetControl)
 
 local pre, head, seq, ttl = tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6])
 local sec = math.floor(now_ms / 1000)

@@ -78,6 +78,15 @@ func (s *Service) Set(ctx context.Context, id int64, c Change) error {
 		return dbErr("save room", werr)
 	}
 	s.reloadNow(ctx)
+	if e := s.entry(id); e != nil && (c.Paused != nil || c.AdmitPerSecond != nil) && e.ready.Load() {
+		// In Redis before the answer, so no instance admits anyone (or
+		// faster) after it (the loop writes it again should this fail).
+		rctx, cancel := s.redisCtx(ctx)
+		defer cancel()
+		if err := e.room.SetControl(rctx, r.Paused, r.AdmitPerSecond); err != nil {
+			s.log.Warn("waiting room: pause or rate not written to redis; the loop retries", "item", id, "err", err)
+		}
+	}
 	if e := s.entry(id); e != nil && !e.ready.Load() {
 		// Set it up in Redis now, so a join right after this answer finds it.
 		rctx, cancel := s.redisCtx(ctx)

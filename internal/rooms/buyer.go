@@ -53,9 +53,10 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 }
 
 // Status is the status of the ticket string t in item v's room: not found
-// when t was not signed here for this item, or the item has no room.
+// when t was not signed here for this item, the item has no room, or Redis
+// says the number is another user's (t is of a line that is gone).
 func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Ticket, error) {
-	number, ok := s.tix.open(v.ID, t)
+	number, user, ok := s.tix.open(v.ID, t)
 	e := s.entry(v.ID)
 	if !ok || e == nil {
 		return nil, stock.ErrNotFound
@@ -73,13 +74,17 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 	if err != nil {
 		return nil, roomErr(err)
 	}
+	if st.User != user {
+		// The number is someone else's now: t is of a line that is gone.
+		return nil, stock.ErrNotFound
+	}
 	return s.ticket(v, st, now), nil
 }
 
 // ticket is the API's view of st; the pass is in it (st.Pass), which only
 // the holder of the signed ticket string ever asks for.
 func (s *Service) ticket(v *stock.ItemView, st room.Status, now time.Time) *Ticket {
-	t := &Ticket{Ticket: s.tix.sign(v.ID, st.Ticket), Number: st.Ticket, State: st.State, Drawn: st.Drawn,
+	t := &Ticket{Ticket: s.tix.sign(v.ID, st.Ticket, st.User), Number: st.Ticket, State: st.State, Drawn: st.Drawn,
 		Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Remaining: v.Remaining,
 		Pass: st.Pass, OpensAt: v.StartsAt}
 	if st.State == room.StateAdmitted {

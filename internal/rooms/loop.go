@@ -19,6 +19,9 @@ type entry struct {
 	set  atomic.Pointer[row]
 	// ready: the room is set up in Redis with set's commitment and TTL.
 	ready atomic.Bool
+	// ctlSync: set's Paused or AdmitPerSecond changed and is not written
+	// to Redis yet (room.SetControl).
+	ctlSync atomic.Bool
 	// stats is the room as the loop last read it; view the item.
 	stats   atomic.Pointer[room.Stats]
 	statsAt atomic.Int64 // when stats was read, Unix ns
@@ -58,6 +61,9 @@ func (e *entry) update(r *row) {
 	old := e.set.Swap(r)
 	if old.Commitment != r.Commitment || old.PassTTLSeconds != r.PassTTLSeconds || old.Lottery != r.Lottery {
 		e.ready.Store(false)
+	}
+	if old.Paused != r.Paused || old.AdmitPerSecond != r.AdmitPerSecond {
+		e.ctlSync.Store(true)
 	}
 }
 
@@ -188,6 +194,9 @@ func (s *Service) setup(ctx context.Context, e *entry) error {
 	if err := e.room.SetPassTTL(ctx, r.passTTL()); err != nil {
 		return err
 	}
+	if err := e.room.SetControl(ctx, r.Paused, r.AdmitPerSecond); err != nil {
+		return err
+	}
 	if !r.Lottery {
 		seed, err := r.seed()
 		if err != nil {
@@ -212,6 +221,14 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		}
 	}
 	r := e.set.Load()
+	if e.ctlSync.Swap(false) {
+		// Every instance writes the controls it learned last: the last to
+		// learn writes the stored values.
+		if err := e.room.SetControl(ctx, r.Paused, r.AdmitPerSecond); err != nil {
+			e.ctlSync.Store(true)
+			return err
+		}
+	}
 	v, err := s.shop.ItemView(ctx, e.id)
 	if err != nil {
 		return err

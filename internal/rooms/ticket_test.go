@@ -5,11 +5,12 @@ import (
 	"testing"
 )
 
-// A ticket string opens only for its item, under its key, whole.
+// A ticket string opens only for its item, under its key, whole, and
+// names its owner.
 func TestTicketSigner(t *testing.T) {
 	s := newTicketSigner([]byte(strings.Repeat("k", 32)))
 	other := newTicketSigner([]byte(strings.Repeat("x", 32)))
-	tk := s.sign(7, 12345)
+	tk := s.sign(7, 12345, "ann")
 	flip := func(i int) string { // another base64url character at i
 		b := []byte(tk)
 		if b[i] == 'A' {
@@ -19,8 +20,12 @@ func TestTicketSigner(t *testing.T) {
 		}
 		return string(b)
 	}
-	if n, ok := s.open(7, tk); !ok || n != 12345 {
-		t.Fatalf("open own ticket: %d %v, want 12345 true", n, ok)
+	if n, u, ok := s.open(7, tk); !ok || n != 12345 || u != "ann" {
+		t.Fatalf("open own ticket: %d %q %v, want 12345 ann true", n, u, ok)
+	}
+	long := s.sign(7, 1<<62, strings.Repeat("u", 64))
+	if n, u, ok := s.open(7, long); !ok || n != 1<<62 || len(u) != 64 {
+		t.Fatalf("open the longest ticket: %d %q %v", n, u, ok)
 	}
 	for name, c := range map[string]struct {
 		item int64
@@ -37,12 +42,13 @@ func TestTicketSigner(t *testing.T) {
 		"empty":         {7, "", s},
 		"not base64":    {7, "!!!!", s},
 		"very long":     {7, strings.Repeat("A", 200), s},
+		"no user":       {7, s.sign(7, 1, ""), s},
 	} {
-		if n, ok := c.s.open(c.item, c.t); ok {
+		if n, _, ok := c.s.open(c.item, c.t); ok {
 			t.Errorf("%s: opened as %d", name, n)
 		}
 	}
-	if s.sign(7, 1) == s.sign(7, 2) || s.sign(7, 1) == s.sign(8, 1) {
+	if s.sign(7, 1, "ann") == s.sign(7, 2, "ann") || s.sign(7, 1, "ann") == s.sign(8, 1, "ann") || s.sign(7, 1, "ann") == s.sign(7, 1, "ben") {
 		t.Error("two tickets share a string")
 	}
 }
