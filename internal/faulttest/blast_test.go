@@ -31,7 +31,7 @@ import (
 //     while their slots have no master, not a hang), and sell again soon
 //     after the promotion: no 503 to an attempt started 1.5 s after it.
 func TestFailoverBlastRadius(t *testing.T) {
-	// It bounds a latency: no other package's CPU-heavy test runs beside it.
+	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
 	for _, strategy := range []string{"lua", "lua-async", "lock"} {
 		t.Run(strategy, func(t *testing.T) { failoverBlast(t, strategy) })

@@ -42,7 +42,7 @@ import (
 // the recovery is written within a few seconds of it; one item's stream
 // failing must not hold back another's entries until the backstop.
 func TestClusterMasterKilled(t *testing.T) {
-	// It bounds a latency: no other package's CPU-heavy test runs beside it.
+	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
 	t.Run("replica", func(t *testing.T) { clusterMasterKilled(t, 1) })
 	t.Run("no-replica", func(t *testing.T) { clusterMasterKilled(t, 0) })

@@ -32,7 +32,7 @@ const (
 // survivor waited the whole ClaimIdle (30 s by default); and with a small
 // ClaimIdle it stole the stalled writer's entries.
 func TestKilledWriterTakenOverInSeconds(t *testing.T) {
-	// It bounds a latency: no other package's CPU-heavy test runs beside it.
+	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
 	// 30s is the default: recovery must not wait for it. 5s is the floor:
 	// a stall longer than it must not let a survivor steal the batch.

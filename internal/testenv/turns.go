@@ -18,138 +18,173 @@ import (
 //     during an outage, a lock's watchdog renewing a 100 ms lease) calls
 //     Solo: while it runs, no Heavy test of any package does;
 //   - a test that keeps both cores busy (a concurrency proof, a stampede, a
-//     thousand orders on SQLite) calls Heavy: Heavy tests may run together,
-//     but never beside a Solo one.
+//     thousand orders on SQLite) calls Heavy.
 //
-// The turn is a lock on one file in the temporary directory (flock: Solo
-// takes it exclusive, Heavy shared), so it also holds between two `go test`
-// commands on the machine, and the kernel drops it when a process dies.
-// Within a process a counter and a condition do the same: a Solo call
-// waits for the process's Heavy turns to end and keeps new ones waiting, a
-// Heavy call made inside a Solo test (a proof run by a latency-bound test)
-// is part of its turn, and one made while the process already holds a
-// Heavy turn shares it at once, so neither deadlocks.
+// Solo tests run together, and so do Heavy ones (they mostly wait, or take
+// turns within their package); only the two kinds exclude each other. Across
+// processes this is three locks on files in the temporary directory
+// (flock, so the kernel drops them when a process dies): a Solo process
+// holds "solo" shared, a Heavy one "heavy" shared; to enter, a process
+// takes "gate" exclusively, then the other kind's file exclusively (it
+// waits there until that kind has drained), takes its own kind's file
+// shared, and lets the other two go. Entries pass the gate one at a time,
+// so a waiting Solo keeps new Heavy tests out and is not starved, and the
+// files are always taken in the same order (gate, then the others), so no
+// two entries wait for each other. Within a process a counter and a
+// condition do the same, and the process takes the files once per kind.
+//
+// A Solo test must not call Heavy itself (it would wait for its own end).
+// A process started by one holding a Solo turn (a test binary re-run as a
+// helper) is part of that turn: its own calls return at once.
 
-// turnLock is one file's turns; the package uses one for every process of
-// the machine (TurnsFile).
+// turnLock is the turns of one directory; the package uses one for every
+// process of the machine (TurnsDir).
 type turnLock struct {
-	path string
+	dir string
 
 	mu          sync.Mutex
 	cond        *sync.Cond
-	solo        bool // this process holds the Solo turn
-	soloWaiting int  // Solo calls waiting for the Heavy turns to end
-	heavy       int  // Heavy turns this process holds (one shared file lock)
+	solo        int // Solo turns this process holds
+	soloWaiting int // Solo calls waiting for this process's Heavy turns to end
+	heavy       int // Heavy turns this process holds
 
-	once sync.Once
-	f    *os.File
-	err  error
+	once              sync.Once
+	gate, soloF, hvyF *os.File
+	err               error
 }
 
-var turns = newTurnLock(TurnsFile())
+var turns = newTurnLock(TurnsDir())
 
-func newTurnLock(path string) *turnLock {
-	l := &turnLock{path: path}
+func newTurnLock(dir string) *turnLock {
+	l := &turnLock{dir: dir}
 	l.cond = sync.NewCond(&l.mu)
 	return l
 }
 
-// TurnsFile is the file whose lock orders Solo and Heavy tests across
+// TurnsDir holds the files whose locks order Solo and Heavy tests across
 // processes.
-func TurnsFile() string { return filepath.Join(os.TempDir(), "seckill-test-turns.lock") }
+func TurnsDir() string { return os.TempDir() }
 
-func (l *turnLock) file() (*os.File, error) {
+func (l *turnLock) files() error {
 	l.once.Do(func() {
-		l.f, l.err = os.OpenFile(l.path, os.O_RDWR|os.O_CREATE, 0o666)
+		open := func(name string) *os.File {
+			if l.err != nil {
+				return nil
+			}
+			var f *os.File
+			f, l.err = os.OpenFile(filepath.Join(l.dir, "seckill-test-turns-"+name+".lock"), os.O_RDWR|os.O_CREATE, 0o666)
+			return f
+		}
+		l.gate, l.soloF, l.hvyF = open("gate"), open("solo"), open("heavy")
 	})
-	return l.f, l.err
+	if l.err != nil {
+		return fmt.Errorf("testenv: turns files: %w", l.err)
+	}
+	return nil
+}
+
+// enter takes mine shared once other (the other kind's file) has drained.
+func (l *turnLock) enter(mine, other *os.File) error {
+	if err := flock(l.gate, true); err != nil {
+		return err
+	}
+	defer funlock(l.gate) //nolint:errcheck
+	if err := flock(other, true); err != nil {
+		return err
+	}
+	defer funlock(other) //nolint:errcheck
+	return flock(mine, false)
+}
+
+// inheritedTurn is set in the environment of a process holding the Solo
+// turn, so the processes it starts (a test binary re-run as a helper, as
+// internal/lock's killed-holder test does) are part of its turn instead of
+// waiting for it.
+const inheritedTurn = "SECKILL_TEST_SOLO_TURN_HELD"
+
+// inherited: a parent process holds the Solo turn for this one.
+func inherited() bool {
+	v := os.Getenv(inheritedTurn)
+	return v != "" && v != strconv.Itoa(os.Getpid())
 }
 
 // Solo waits until no Heavy test runs in any package, then keeps them
 // waiting until t and its subtests end. For tests that bound a latency.
-func Solo(t testing.TB) { turns.soloTest(t) }
-
-// SoloTurn is Solo for a TestMain (a whole package of latency-bound tests):
-// call release when the tests are done.
-func SoloTurn() (release func(), err error) { return turns.soloTurn() }
-
-// Heavy waits while a Solo test runs in any package, then holds a shared
-// turn until t ends. Inside a Solo test of this process it is part of that
-// turn and waits for nothing.
-func Heavy(t testing.TB) { turns.heavyTest(t) }
-
-func (l *turnLock) soloTest(t testing.TB) {
+func Solo(t testing.TB) {
 	t.Helper()
-	release, err := l.soloTurn()
+	release, err := turns.soloTurn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
 }
 
-// inheritedTurn is set in the environment of a process holding the Solo
-// turn, so the processes it starts (a test binary re-run as a helper, as
-// internal/lock's killed-holder test does) are part of its turn instead of
-// waiting for it forever.
-const inheritedTurn = "SECKILL_TEST_SOLO_TURN_HELD"
+// SoloTurn is Solo for a TestMain (a whole package of latency-bound tests):
+// call release when the tests are done, or let the process's exit drop it.
+func SoloTurn() (release func(), err error) { return turns.soloTurn() }
+
+// Heavy waits while a Solo test runs in any package, then holds a shared
+// turn until t ends.
+func Heavy(t testing.TB) {
+	t.Helper()
+	if err := turns.heavyTurn(t); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func (l *turnLock) soloTurn() (release func(), err error) {
-	if os.Getenv(inheritedTurn) != "" {
+	if inherited() {
 		return func() {}, nil // a parent process holds it for us
 	}
-	f, err := l.file()
-	if err != nil {
-		return nil, fmt.Errorf("testenv: turns file: %w", err)
+	if err := l.files(); err != nil {
+		return nil, err
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.soloWaiting++
-	for l.solo || l.heavy > 0 {
+	for l.heavy > 0 {
 		l.cond.Wait()
 	}
 	l.soloWaiting--
-	l.solo = true
-	l.mu.Unlock()
-	if err := flock(f, true); err != nil {
-		l.endSolo()
-		return nil, fmt.Errorf("testenv: solo turn: %w", err)
+	if l.solo == 0 {
+		if err := l.enter(l.soloF, l.hvyF); err != nil {
+			l.cond.Broadcast()
+			return nil, fmt.Errorf("testenv: solo turn: %w", err)
+		}
+		_ = os.Setenv(inheritedTurn, strconv.Itoa(os.Getpid()))
 	}
-	_ = os.Setenv(inheritedTurn, strconv.Itoa(os.Getpid()))
+	l.solo++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			_ = os.Unsetenv(inheritedTurn)
-			_ = funlock(f)
-			l.endSolo()
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.solo--
+			if l.solo == 0 {
+				_ = os.Unsetenv(inheritedTurn)
+				_ = funlock(l.soloF)
+				l.cond.Broadcast()
+			}
 		})
 	}, nil
 }
 
-func (l *turnLock) endSolo() {
-	l.mu.Lock()
-	l.solo = false
-	l.cond.Broadcast()
-	l.mu.Unlock()
-}
-
-func (l *turnLock) heavyTest(t testing.TB) {
-	t.Helper()
-	f, err := l.file()
-	if err != nil {
-		t.Fatalf("testenv: turns file: %v", err)
+func (l *turnLock) heavyTurn(t testing.TB) error {
+	if inherited() {
+		return nil // started by a process holding a Solo turn: part of it
+	}
+	if err := l.files(); err != nil {
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.solo, os.Getenv(inheritedTurn) != "":
-		return // this process's Solo test runs it: only its own subtests run now
-	case l.heavy == 0:
-		// A Solo call waiting here goes first; a Heavy turn already held is
-		// shared at once (waiting then could deadlock a test that holds one).
-		for l.solo || l.soloWaiting > 0 {
-			l.cond.Wait()
-		}
-		if err := flock(f, false); err != nil {
-			t.Fatalf("testenv: heavy turn: %v", err)
+	for l.solo > 0 || l.soloWaiting > 0 {
+		l.cond.Wait()
+	}
+	if l.heavy == 0 {
+		if err := l.enter(l.hvyF, l.soloF); err != nil {
+			l.cond.Broadcast()
+			return fmt.Errorf("testenv: heavy turn: %w", err)
 		}
 	}
 	l.heavy++
@@ -158,8 +193,9 @@ func (l *turnLock) heavyTest(t testing.TB) {
 		defer l.mu.Unlock()
 		l.heavy--
 		if l.heavy == 0 {
-			_ = funlock(f)
+			_ = funlock(l.hvyF)
 			l.cond.Broadcast()
 		}
 	})
+	return nil
 }

@@ -6,71 +6,138 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// tryLock reports whether another open file description of the turns file
-// can take the lock now (flock locks of two descriptions conflict, even in
-// one process), as another package's test binary would.
-func tryLock(t *testing.T, path string, exclusive bool) bool {
+// free reports whether another open file description of f's file could
+// take it now (flock locks of two descriptions conflict, even in one
+// process), as another package's test binary would.
+func free(t *testing.T, f *os.File, exclusive bool) bool {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	g, err := os.OpenFile(f.Name(), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer g.Close()
 	how := syscall.LOCK_SH | syscall.LOCK_NB
 	if exclusive {
 		how = syscall.LOCK_EX | syscall.LOCK_NB
 	}
-	err = syscall.Flock(int(f.Fd()), how)
+	err = syscall.Flock(int(g.Fd()), how)
 	if err == syscall.EWOULDBLOCK {
 		return false
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	_ = syscall.Flock(int(g.Fd()), syscall.LOCK_UN)
 	return true
 }
 
-func TestTurnsKeepHeavyAndSoloApart(t *testing.T) {
-	// A file of its own: the machine's is shared with other packages' tests.
-	l := newTurnLock(filepath.Join(t.TempDir(), "turns.lock"))
-	defer func() {
-		if l.f != nil {
-			l.f.Close()
+// newTestTurns is a turnLock of its own directory (the machine's is shared
+// with other packages' tests); two of them on one directory act as two
+// processes.
+func newTestTurns(t *testing.T, dir string) *turnLock {
+	l := newTurnLock(dir)
+	if err := l.files(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, f := range []*os.File{l.gate, l.soloF, l.hvyF} {
+			f.Close()
 		}
-	}()
-	try := func(t *testing.T, exclusive bool) bool { return tryLock(t, l.path, exclusive) }
+	})
+	return l
+}
+
+func heavy(t *testing.T, l *turnLock) {
+	t.Helper()
+	if err := l.heavyTurn(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func solo(t *testing.T, l *turnLock) func() {
+	t.Helper()
+	release, err := l.soloTurn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return release
+}
+
+func TestTurnsHoldTheirFiles(t *testing.T) {
+	l := newTestTurns(t, t.TempDir())
 	t.Run("heavy", func(t *testing.T) {
 		t.Run("held", func(t *testing.T) {
-			l.heavyTest(t)
-			l.heavyTest(t) // a second in the process shares the one file lock
-			if try(t, true) {
-				t.Error("a Solo turn elsewhere was possible while Heavy held")
+			heavy(t, l)
+			heavy(t, l) // a second in the process shares the one file lock
+			if free(t, l.hvyF, true) || !free(t, l.hvyF, false) {
+				t.Error("heavy file: want held shared")
 			}
-			if !try(t, false) {
-				t.Error("a Heavy turn elsewhere was refused beside Heavy")
+			if !free(t, l.soloF, true) || !free(t, l.gate, true) {
+				t.Error("solo and gate files: want free")
 			}
 		})
-		if !try(t, true) {
-			t.Error("the Heavy turn outlived its test")
+		if !free(t, l.hvyF, true) {
+			t.Error("the Heavy turn outlived its tests")
 		}
 	})
 	t.Run("solo", func(t *testing.T) {
-		t.Run("held", func(t *testing.T) {
-			l.soloTest(t)
-			l.heavyTest(t) // inside the Solo test: part of its turn, no deadlock
-			if try(t, false) {
-				t.Error("a Heavy turn elsewhere was possible while Solo held")
-			}
-		})
-		if !try(t, false) {
-			t.Error("the Solo turn outlived its test")
+		r1, r2 := solo(t, l), solo(t, l) // Solo turns share too
+		if free(t, l.soloF, true) || !free(t, l.soloF, false) || !free(t, l.hvyF, true) {
+			t.Error("solo file: want held shared, heavy file free")
+		}
+		r1()
+		if free(t, l.soloF, true) {
+			t.Error("the Solo turn ended while one was still held")
+		}
+		r2()
+		if !free(t, l.soloF, true) {
+			t.Error("the Solo turn outlived its holders")
+		}
+	})
+}
+
+// Two turnLocks on one directory are two processes: Solo beside Solo
+// enters at once, Heavy beside Solo waits for it to end.
+func TestTurnsAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	a, b := newTestTurns(t, dir), newTestTurns(t, dir)
+	releaseA := solo(t, a)
+	done := make(chan func(), 1)
+	go func() {
+		r, err := b.soloTurn()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		r()
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Solo turn waited for another process's Solo turn")
+	}
+
+	entered := make(chan struct{})
+	t.Run("heavy waits", func(t *testing.T) {
+		go func() {
+			heavy(t, b)
+			close(entered)
+		}()
+		select {
+		case <-entered:
+			t.Fatal("a Heavy turn entered beside another process's Solo turn")
+		case <-time.After(200 * time.Millisecond):
+		}
+		releaseA()
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the Heavy turn did not enter once the Solo turn ended")
 		}
 	})
 }
@@ -79,29 +146,18 @@ func TestTurnsKeepHeavyAndSoloApart(t *testing.T) {
 // as a helper) is part of the turn: its own Solo and Heavy calls return at
 // once instead of waiting for its parent forever.
 func TestTurnsInheritedByChildProcesses(t *testing.T) {
-	if os.Getenv("TURNS_TEST_CHILD") != "" {
-		l := newTurnLock(os.Getenv("TURNS_TEST_CHILD"))
-		release, err := l.soloTurn()
-		if err != nil {
-			t.Fatal(err)
-		}
+	if dir := os.Getenv("TURNS_TEST_CHILD"); dir != "" {
+		l := newTestTurns(t, dir)
+		release := solo(t, l)
 		release()
-		l.heavyTest(t)
+		heavy(t, l)
 		return
 	}
-	l := newTurnLock(filepath.Join(t.TempDir(), "turns.lock"))
-	defer func() {
-		if l.f != nil {
-			l.f.Close()
-		}
-	}()
-	release, err := l.soloTurn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newTestTurns(t, t.TempDir())
+	release := solo(t, l)
 	defer release()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTurnsInheritedByChildProcesses$")
-	cmd.Env = append(os.Environ(), "TURNS_TEST_CHILD="+l.path)
+	cmd.Env = append(os.Environ(), "TURNS_TEST_CHILD="+l.dir)
 	done := make(chan error, 1)
 	go func() {
 		out, err := cmd.CombinedOutput()

@@ -118,7 +118,7 @@ func sellOut(t *testing.T, svcs []*Service, itemID int64, users []string) int {
 // buyers queue at the lock and the one SQLite writer within the request
 // timeout, which a test beside it on the same two cores would starve.
 func TestExpiryRacesPayment(t *testing.T) {
-	// It bounds a latency: no other package's CPU-heavy test runs beside it.
+	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync} {
