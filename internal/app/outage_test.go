@@ -27,7 +27,7 @@ func TestRedisOutage(t *testing.T) {
 	testenv.Solo(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		// Each backend has its own Redis, proxy and service; an outage
-		// costs little CPU, and the test is not parallel with the others.
+		// costs little CPU, and no CPU-heavy test runs beside it (Solo).
 		t.Parallel()
 		u, err := url.Parse(b.RedisURL)
 		if err != nil {
