@@ -45,6 +45,7 @@ type turnLock struct {
 	mu          sync.Mutex
 	cond        *sync.Cond
 	solo        int // Solo turns this process holds
+	alone       bool
 	soloWaiting int // Solo calls waiting for this process's Heavy turns to end
 	heavy       int // Heavy turns this process holds
 
@@ -142,7 +143,7 @@ func (l *turnLock) soloTurn() (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.soloWaiting++
-	for l.heavy > 0 {
+	for l.heavy > 0 || l.alone {
 		l.cond.Wait()
 	}
 	l.soloWaiting--
@@ -169,6 +170,65 @@ func (l *turnLock) soloTurn() (release func(), err error) {
 	}, nil
 }
 
+// Alone waits until no Solo or Heavy test runs in any package, then keeps
+// both waiting until t ends. For the few tests whose latency bound is too
+// tight to share the cores even with tests that mostly wait.
+func Alone(t testing.TB) {
+	t.Helper()
+	release, err := turns.aloneTurn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+}
+
+// aloneTurn holds the solo file exclusively: it passes the gate, drains
+// the Heavy turns, then waits for the Solo ones; entries behind it wait at
+// the gate.
+func (l *turnLock) aloneTurn() (release func(), err error) {
+	if inherited() {
+		return func() {}, nil
+	}
+	if err := l.files(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.soloWaiting++
+	for l.heavy > 0 || l.solo > 0 || l.alone {
+		l.cond.Wait()
+	}
+	l.soloWaiting--
+	err = func() error {
+		if err := flock(l.gate, true); err != nil {
+			return err
+		}
+		defer funlock(l.gate) //nolint:errcheck
+		if err := flock(l.hvyF, true); err != nil {
+			return err
+		}
+		defer funlock(l.hvyF) //nolint:errcheck
+		return flock(l.soloF, true)
+	}()
+	if err != nil {
+		l.cond.Broadcast()
+		return nil, fmt.Errorf("testenv: alone turn: %w", err)
+	}
+	l.alone = true
+	_ = os.Setenv(inheritedTurn, strconv.Itoa(os.Getpid()))
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			_ = os.Unsetenv(inheritedTurn)
+			_ = funlock(l.soloF)
+			l.alone = false
+			l.cond.Broadcast()
+		})
+	}, nil
+}
+
 func (l *turnLock) heavyTurn(t testing.TB) error {
 	if inherited() {
 		return nil // started by a process holding a Solo turn: part of it
@@ -178,7 +238,7 @@ func (l *turnLock) heavyTurn(t testing.TB) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for l.solo > 0 || l.soloWaiting > 0 {
+	for l.solo > 0 || l.soloWaiting > 0 || l.alone {
 		l.cond.Wait()
 	}
 	if l.heavy == 0 {

@@ -142,6 +142,56 @@ func TestTurnsAcrossProcesses(t *testing.T) {
 	})
 }
 
+// Alone keeps every other turn out, of any process, and waits for them.
+func TestTurnsAlone(t *testing.T) {
+	dir := t.TempDir()
+	a, b := newTestTurns(t, dir), newTestTurns(t, dir)
+	releaseSolo := solo(t, b)
+	got := make(chan func(), 1)
+	go func() {
+		r, err := a.aloneTurn()
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	select {
+	case <-got:
+		t.Fatal("Alone entered beside another process's Solo turn")
+	case <-time.After(200 * time.Millisecond):
+	}
+	releaseSolo()
+	var releaseAlone func()
+	select {
+	case releaseAlone = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Alone did not enter once the Solo turn ended")
+	}
+	if free(t, a.soloF, false) || !free(t, a.gate, true) {
+		t.Error("alone: want the solo file held exclusively and the gate free")
+	}
+	entered := make(chan func(), 1)
+	go func() {
+		r, err := b.soloTurn()
+		if err != nil {
+			t.Error(err)
+		}
+		entered <- r
+	}()
+	select {
+	case <-entered:
+		t.Fatal("a Solo turn entered beside Alone")
+	case <-time.After(200 * time.Millisecond):
+	}
+	releaseAlone()
+	select {
+	case r := <-entered:
+		r()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Solo turn did not enter once Alone ended")
+	}
+}
+
 // A process started by one that holds the Solo turn (a test binary re-run
 // as a helper) is part of the turn: its own Solo and Heavy calls return at
 // once instead of waiting for its parent forever.
