@@ -24,7 +24,6 @@ const deadlineSlack = time.Second
 // unavailable, and nothing may be left half done: once the row is free the
 // item sells exactly its stock, and the gate agrees with the database.
 func TestHeldItemRowAnswersWithinDeadline(t *testing.T) {
-	t.Parallel()
 	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
 	b := testenv.Real(t)

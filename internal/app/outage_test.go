@@ -22,7 +22,6 @@ const outageBound = 3 * time.Second
 // Redis unreachable after start: an order answers 503 quickly, /readyz says
 // 503, and service resumes when Redis is back.
 func TestRedisOutage(t *testing.T) {
-	t.Parallel()
 	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
@@ -76,7 +75,6 @@ func TestRedisOutage(t *testing.T) {
 // Redis reservation is handed back, so all stock still sells once the
 // database returns.
 func TestDatabaseOutageHandsBackReservation(t *testing.T) {
-	t.Parallel()
 	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
 	b := testenv.Real(t)

@@ -15,7 +15,6 @@ import (
 // good pass too (its gate is in Redis), and a bad pass is still a 403 (it
 // needs no Redis). Once Redis is back, the same user finds the same place.
 func TestRoomRedisDownOrStalled(t *testing.T) {
-	t.Parallel()
 	type fault struct {
 		name        string
 		start, heal func(*testenv.Proxy)

@@ -38,7 +38,6 @@ const stallRequestTimeout = 4 * time.Second
 // lost: every 2xx has its order, the item sells exactly its stock, and the
 // gate agrees with the database.
 func TestStalledBackends(t *testing.T) {
-	t.Parallel()
 	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
 	faults := []struct {

@@ -33,7 +33,11 @@ import (
 // two entries wait for each other. Within a process a counter and a
 // condition do the same, and the process takes the files once per kind.
 //
-// A Solo test must not call Heavy itself (it would wait for its own end).
+// A Solo test must not call Heavy itself (it would wait for its own end),
+// and should not be a parallel test: its parallel subtests would then wait
+// for a -parallel slot that the package's Heavy tests hold while they wait
+// for the Solo turn to end. A serial test runs while no parallel test of
+// its package does, so its subtests find the slots free.
 // A process started by one holding a Solo turn (a test binary re-run as a
 // helper) is part of that turn: its own calls return at once.
 
