@@ -93,7 +93,7 @@ func (h *Handler) placeOrder(c *gin.Context) {
 	if replayed {
 		c.Header("Idempotent-Replayed", "true")
 	} else if ticket > 0 {
-		h.cfg.Rooms.Consume(c.Request.Context(), id, ticket) // its slot frees at once
+		h.cfg.Rooms.Consume(c.Request.Context(), id, ticket) // used: its slot frees after room.SpentGrace
 	}
 	c.Header("Location", "/api/v1/orders/"+o.ID)
 	status := http.StatusCreated

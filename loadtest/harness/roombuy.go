@@ -113,17 +113,8 @@ func (rr *roomRun) probe(ctx context.Context, kind, user, pass string) {
 
 // progress prints a line about once per ProgressEvery until stop closes.
 func (rr *roomRun) progress(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	cfg := rr.cfg
-	if cfg.Progress == nil {
-		<-stop
-		return
-	}
-	t := time.NewTicker(cfg.ProgressEvery)
-	defer t.Stop()
 	start, last, lastPolls := time.Now(), time.Now(), int64(0)
-	print := func(final bool) {
-		now := time.Now()
+	progressLoop(rr.cfg, func(now time.Time) string {
 		polls := rr.polls.Load()
 		rate := float64(polls-lastPolls) / now.Sub(last).Seconds()
 		last, lastPolls = now, polls
@@ -131,25 +122,8 @@ func (rr *roomRun) progress(stop <-chan struct{}, done chan<- struct{}) {
 		if now.After(rr.startsAt) {
 			phase = "open"
 		}
-		line := fmt.Sprintf("[room %s %5.1fs %s] joined=%d/%d admitted=%d bought=%d sold_out=%d left=%d polls=%d (%.0f/s) errors=%d",
+		return fmt.Sprintf("[room %s %5.1fs %s] joined=%d/%d admitted=%d bought=%d sold_out=%d left=%d polls=%d (%.0f/s) errors=%d",
 			rr.label, now.Sub(start).Seconds(), phase, rr.joined.Load(), len(rr.users), rr.admitted.Load(), rr.bought.Load(),
 			rr.soldOut.Load(), rr.sched.remaining(), polls, rate, rr.errs.Load())
-		switch {
-		case cfg.ProgressTTY && final:
-			fmt.Fprintf(cfg.Progress, "\r%s\033[K\n", line)
-		case cfg.ProgressTTY:
-			fmt.Fprintf(cfg.Progress, "\r%s\033[K", line)
-		default:
-			fmt.Fprintln(cfg.Progress, line)
-		}
-	}
-	for {
-		select {
-		case <-stop:
-			print(true)
-			return
-		case <-t.C:
-			print(false)
-		}
-	}
+	}, stop, done)
 }

@@ -115,39 +115,14 @@ func (c *counters) add(r *Record) {
 
 // progress prints a line about once per cfg.ProgressEvery until stop is closed.
 func progress(cfg Config, label string, c *counters, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	if cfg.Progress == nil {
-		<-stop
-		return
-	}
-	t := time.NewTicker(cfg.ProgressEvery)
-	defer t.Stop()
 	start, last, lastN := time.Now(), time.Now(), int64(0)
-	print := func(final bool) {
-		now := time.Now()
+	progressLoop(cfg, func(now time.Time) string {
 		n := c.attempts.Load()
 		rate := float64(n-lastN) / now.Sub(last).Seconds()
 		last, lastN = now, n
-		line := fmt.Sprintf("[%s %5.1fs] attempts=%d ok=%d sold_out=%d already=%d errors=%d rate=%.0f/s",
+		return fmt.Sprintf("[%s %5.1fs] attempts=%d ok=%d sold_out=%d already=%d errors=%d rate=%.0f/s",
 			label, now.Sub(start).Seconds(), n, c.acked.Load(), c.soldOut.Load(), c.dup.Load(), c.errors.Load(), rate)
-		switch {
-		case cfg.ProgressTTY && final:
-			fmt.Fprintf(cfg.Progress, "\r%s\033[K\n", line)
-		case cfg.ProgressTTY:
-			fmt.Fprintf(cfg.Progress, "\r%s\033[K", line)
-		default:
-			fmt.Fprintln(cfg.Progress, line)
-		}
-	}
-	for {
-		select {
-		case <-stop:
-			print(true)
-			return
-		case <-t.C:
-			print(false)
-		}
-	}
+	}, stop, done)
 }
 
 // drive sends the planned attempts. Closed loop: Concurrency workers take the
