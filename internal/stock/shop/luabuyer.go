@@ -39,6 +39,8 @@ type luaBuyer struct {
 	// unknown, are settled in the background by goroutines that Close stops
 	// and waits for.
 	retries sync.WaitGroup
+	bgMu    sync.Mutex // orders retries.Add before Close's Wait
+	closed  bool       // under bgMu: Close has begun waiting, no new retries
 	closing chan struct{}
 	once    sync.Once
 }
@@ -236,9 +238,7 @@ func (g *luaBuyer) handBack(ctx context.Context, bk gate.Bucket, userID, orderID
 		}
 		delay = 100 * time.Millisecond
 	}
-	g.retries.Add(1)
-	go func() {
-		defer g.retries.Done()
+	started := g.goRetry(func() {
 		for i := 0; i < 20; i++ {
 			select {
 			case <-g.closing:
@@ -253,7 +253,28 @@ func (g *luaBuyer) handBack(ctx context.Context, bk gate.Bucket, userID, orderID
 			}
 			delay = min(max(2*delay, 100*time.Millisecond), 5*time.Second)
 		}
+	})
+	if !started {
+		g.log.Warn("hand-back abandoned at shutdown", "item", itemID, "user", userID, "order", orderID)
+	}
+}
+
+// goRetry runs f in the background unless Close has begun waiting for the
+// retries (a call abandoned in the gate's pipeline hands back from the
+// pipeline's goroutine, possibly while the service closes: a WaitGroup's
+// Add must not race its Wait).
+func (g *luaBuyer) goRetry(f func()) bool {
+	g.bgMu.Lock()
+	defer g.bgMu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.retries.Add(1)
+	go func() {
+		defer g.retries.Done()
+		f()
 	}()
+	return true
 }
 
 // resolve settles a reservation whose write may have committed although
@@ -266,9 +287,7 @@ func (g *luaBuyer) handBack(ctx context.Context, bk gate.Bucket, userID, orderID
 // at about the moment the first question does.
 func (g *luaBuyer) resolve(bk gate.Bucket, userID, orderID string) {
 	itemID := bk.Item
-	g.retries.Add(1)
-	go func() {
-		defer g.retries.Done()
+	started := g.goRetry(func() {
 		delay := 250 * time.Millisecond
 		absent := 0
 		for i := 0; i < 60; i++ {
@@ -297,7 +316,10 @@ func (g *luaBuyer) resolve(bk gate.Bucket, userID, orderID string) {
 			delay = min(2*delay, 2*time.Second)
 		}
 		g.log.Error("write outcome still unknown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
-	}()
+	})
+	if !started {
+		g.log.Warn("write outcome unknown at shutdown; the reservation stays until the orphan window or a reconcile", "item", itemID, "user", userID, "order", orderID)
+	}
 }
 
 // handBackNow runs the hand-back once and reports whether the unit went
@@ -310,6 +332,9 @@ func (g *luaBuyer) handBackNow(ctx context.Context, bk gate.Bucket, userID, orde
 func (g *luaBuyer) Close() {
 	g.writer.close()
 	g.once.Do(func() { close(g.closing) })
+	g.bgMu.Lock()
+	g.closed = true
+	g.bgMu.Unlock()
 	g.building.Close()
 	g.retries.Wait()
 }
