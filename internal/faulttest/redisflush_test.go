@@ -125,6 +125,11 @@ func TestRedisFlushWhileWriterHoldsBatch(t *testing.T) {
 			t.Fatalf("first order: got status %q, want created", o.Status)
 		}
 	}
+	// And acknowledged: the order reads created once its batch commits, a
+	// moment before the writer hears the commit's answer and acks; a cut in
+	// that moment would leave this order as the batch held below (one the
+	// database has, so nothing to count as lost).
+	waitDrained(t, rdb, k, 15*time.Second)
 
 	// The worker's database goes away; it reads a batch and holds it, retrying.
 	proxy.Cut()
