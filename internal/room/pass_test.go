@@ -239,23 +239,29 @@ func TestPassKeys(t *testing.T) {
 	}
 }
 
-// TestPassMACComparedInConstantTime reads pass.go: the signature must be
-// compared with hmac.Equal, whose time does not depend on where the first
-// differing byte is, so a forger cannot find a MAC byte by byte. No bytes
-// or string equality may touch it.
-func TestPassMACComparedInConstantTime(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "pass.go", nil, 0)
+// TestMACsComparedInConstantTime reads the verifiers' source: a pass's and
+// a challenge's signature must be compared with hmac.Equal, once, whose
+// time does not depend on where the first differing byte is, so a forger
+// cannot find a MAC byte by byte. No bytes or string equality may touch it.
+func TestMACsComparedInConstantTime(t *testing.T) {
+	for _, c := range []struct{ file, fn string }{{"pass.go", "Verify"}, {"pow.go", "VerifyPoW"}} {
+		t.Run(c.fn, func(t *testing.T) { checkMACComparedInConstantTime(t, c.file, c.fn) })
+	}
+}
+
+func checkMACComparedInConstantTime(t *testing.T, file, fn string) {
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var verify *ast.FuncDecl
 	for _, d := range f.Decls {
-		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "Verify" {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == fn {
 			verify = fd
 		}
 	}
 	if verify == nil {
-		t.Fatal("no Verify in pass.go")
+		t.Fatalf("no %s in %s", fn, file)
 	}
 	hmacEqual := 0
 	ast.Inspect(verify, func(n ast.Node) bool {
@@ -266,20 +272,20 @@ func TestPassMACComparedInConstantTime(t *testing.T) {
 				case "hmac.Equal":
 					hmacEqual++
 				case "bytes.Equal", "bytes.Compare", "subtle.ConstantTimeCompare":
-					t.Errorf("Verify uses %s.%s; the MAC must be compared with hmac.Equal", id.Name, n.Sel.Name)
+					t.Errorf("%s uses %s.%s; the MAC must be compared with hmac.Equal", fn, id.Name, n.Sel.Name)
 				}
 			}
 		case *ast.BinaryExpr:
 			for _, side := range []ast.Expr{n.X, n.Y} {
 				if id, ok := side.(*ast.Ident); ok && id.Name == "sig" {
-					t.Errorf("Verify compares sig with %s", n.Op)
+					t.Errorf("%s compares sig with %s", fn, n.Op)
 				}
 			}
 		}
 		return true
 	})
 	if hmacEqual != 1 {
-		t.Errorf("Verify calls hmac.Equal %d times, want 1", hmacEqual)
+		t.Errorf("%s calls hmac.Equal %d times, want 1", fn, hmacEqual)
 	}
 }
 
