@@ -136,6 +136,23 @@ declare -A orders_of per_commit svc_rate
 # orders per transaction of each order row.
 db_commits() { $MYSQL -N -e "SHOW GLOBAL STATUS LIKE 'Com_commit'" | awk '{ print $2 }'; }
 
+# The database floor, in this run: each strategy's transactions at the same
+# concurrency and for as long as its wrk row, through the service's own code
+# with no HTTP and no Redis (loadtest/dbcost -floor), on a database of its
+# own (dropped when it ends). Each runs right after its strategy's wrk row,
+# so the two see the same machine (its speed moves within minutes when
+# other work runs); the service idles meanwhile.
+FLOOR=${FLOOR-1}
+declare -A floor_rate floor_commit floor_p99
+floor_row() { # strategy conns
+  local f="$OUT/floor-$1-c$2.md" s c rate pc p
+  "$OUT/dbcost" -floor -strategies "$1" -conns "$2" -duration "$DURATION" >"$f"
+  while read -r s c rate pc p; do
+    floor_rate[$s,$c]=$rate; floor_commit[$s,$c]=$pc; floor_p99[$s,$c]=$p
+  done < <(awk -F' *[|] *' '$3 ~ /^[0-9]+$/ { print $2, $3, $5, $6, $7 }' "$f")
+  echo "  floor $1 -c$2: ${floor_rate[$1,$2]} orders/s, ${floor_commit[$1,$2]} per commit, p99 ${floor_p99[$1,$2]} ($f)" >&2
+}
+
 big=10000000
 for c in $CONNS; do
   echo "bench-ratios: -c$c, $DURATION a row" >&2
@@ -157,6 +174,7 @@ for c in $CONNS; do
       'BEGIN { if (n > 0) printf "%.1f", (b - a) / n * 100000; else print "n/a" }')
     per_commit[$strategy,$c]=$(awk -v a="$commits" -v b="$(db_commits)" -v n="${orders_of[$strategy,$c]}" \
       'BEGIN { if (b > a) printf "%.1f", n / (b - a); else print "n/a" }')
+    if [ -n "$FLOOR" ]; then floor_row "$strategy" "$c"; fi
   done
   soldout=$(new_item "soldout-c$c" 1 lua)
   admin -X POST "$B/api/v1/items/$soldout/orders" -d '{"user_id":"first-buyer"}' >/dev/null
@@ -167,21 +185,6 @@ for c in $CONNS; do
   row already-purchased "$c" "$B" "$again" "repeat-c$c" same
   check already-purchased "$c" "$again" 1
 done
-
-# The database floor, in this run: each strategy's transactions at the same
-# concurrency and for as long as a wrk row, through the service's own code
-# with no HTTP and no Redis (loadtest/dbcost -floor), on a database of its
-# own (dropped when it ends). The service idles meanwhile.
-FLOOR=${FLOOR-1}
-declare -A floor_rate floor_commit floor_p99
-if [ -n "$FLOOR" ]; then
-  echo "bench-ratios: the database floor (dbcost -floor), $DURATION a strategy" >&2
-  "$OUT/dbcost" -floor -conns "${CONNS// /,}" -duration "$DURATION" >"$OUT/floor.md"
-  while read -r s c rate pc p; do
-    floor_rate[$s,$c]=$rate; floor_commit[$s,$c]=$pc; floor_p99[$s,$c]=$p
-  done < <(awk -F' *[|] *' '$3 ~ /^[0-9]+$/ { print $2, $3, $5, $6, $7 }' "$OUT/floor.md")
-  sed -n 's/^| \(lua[^|]*\|lock\) |/  floor \1 |/p' "$OUT/floor.md" >&2
-fi
 
 # MariaDB CPU per order against DB_BASELINE_REV (default ce6bab0, main
 # before issue 12; empty skips), measured in this run: this machine's speed
@@ -333,7 +336,7 @@ ratio() { awk -v a="${rps[$1,$2]}" -v b="${rps[healthz,$2]}" 'BEGIN { printf "%.
   done
   if [ -n "$FLOOR" ]; then
     echo
-    echo "Against the database floor, this run: \`dbcost -floor\`, each strategy's transactions at the same concurrency with no HTTP and no Redis, $DURATION each (p99 of the floor: lua and lock, an order's wait for its commit; lua-async, a batch's transaction). Service orders/s: orders written from the start of wrk until the last was in the table."
+    echo "Against the database floor, this run: \`dbcost -floor\` right after each wrk row, the strategy's transactions at the same concurrency with no HTTP and no Redis, $DURATION each (p99 of the floor: lua and lock, an order's wait for its commit; lua-async, a batch's transaction). Service orders/s: orders written from the start of wrk until the last was in the table."
     echo
     echo '| strategy | conns | service orders/s | floor orders/s | fraction of the floor | ratio to /healthz | orders per commit (service / floor) | floor p99 |'
     echo '|---|---|---|---|---|---|---|---|'
