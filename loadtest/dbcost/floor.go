@@ -140,11 +140,11 @@ func floorSync(ctx context.Context, st *store.Store, itemID int64, fenced bool, 
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	if ctx.Err() != nil { // interrupted: the buyers' errors say no more
+		return floorResult{}, ctx.Err()
+	}
 	if err := errors.Join(errs...); err != nil {
 		return floorResult{}, err
-	}
-	if ctx.Err() != nil {
-		return floorResult{}, ctx.Err()
 	}
 	all := slices.Concat(waits...)
 	commits := map[int64]bool{}
@@ -239,11 +239,11 @@ func floorQueued(ctx context.Context, st *store.Store, itemID int64, conns int, 
 	}
 	writers.Wait()
 	elapsed := time.Since(start)
+	if ctx.Err() != nil { // interrupted: the buyers' errors say no more
+		return floorResult{}, ctx.Err()
+	}
 	if err := errors.Join(errs...); err != nil {
 		return floorResult{}, err
-	}
-	if ctx.Err() != nil {
-		return floorResult{}, ctx.Err()
 	}
 	return floorResult{Orders: written.Load(), Commits: commits.Load(), Elapsed: elapsed, P99: p99(slices.Concat(took...)),
 		SoldOut: soldOut.Load()}, nil
