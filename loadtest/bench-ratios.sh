@@ -5,6 +5,7 @@
 #   DURATION=5s CONNS="64" bash loadtest/bench-ratios.sh
 #   SWEEP_SECONDS=3 SWEEP_CONNS=1024 bash loadtest/bench-ratios.sh
 #   DB_BASELINE_REV= bash loadtest/bench-ratios.sh   # no MariaDB baseline build
+#   FLOOR= bash loadtest/bench-ratios.sh               # no database floor
 #
 # Starts ./cmd/seckill on the real MariaDB and Redis of this machine (rate
 # limits off, a database and a key prefix of its own), measures each row
@@ -12,7 +13,11 @@
 # the orders written, never above stock, one order per user, and every 2xx
 # wrk saw is an order in the table), runs the load harness against the same
 # process for its verdict, prints the ratios with each target's verdict as
-# Markdown, and cleans up. Exit 1 if an invariant fails.
+# Markdown, and cleans up. Exit 1 if an invariant fails. It also runs the
+# database floor (go run ./loadtest/dbcost -floor: each strategy's own
+# transactions at the same concurrency with no HTTP and no Redis, on a
+# database of its own) and prints each strategy's orders/s as a fraction
+# of it.
 #
 # Needs wrk and jq (installed with apt-get when missing and run as root),
 # MariaDB (root, no password) and Redis on 127.0.0.1. Only loopback is
@@ -54,6 +59,7 @@ trap cleanup EXIT
 echo "bench-ratios: building" >&2
 go build -o "$OUT/seckill" ./cmd/seckill
 go build -o "$OUT/loadtest" ./loadtest
+go build -o "$OUT/dbcost" ./loadtest/dbcost
 $MYSQL -e "CREATE DATABASE $DB"
 DSN="root@tcp(127.0.0.1:3306)/$DB?parseTime=true"
 SECKILL_ADDR=127.0.0.1:$PORT SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_MYSQL_DSN=$DSN SECKILL_REDIS_URL=$REDIS_URL \
@@ -125,10 +131,27 @@ check() {
   fi
   orders_of[$label,$c]=$orders
 }
-declare -A orders_of per_commit
+declare -A orders_of per_commit svc_rate
 # db_commits: MariaDB's COMMIT statements so far (Com_commit), to tell the
 # orders per transaction of each order row.
 db_commits() { $MYSQL -N -e "SHOW GLOBAL STATUS LIKE 'Com_commit'" | awk '{ print $2 }'; }
+
+# The database floor, in this run: each strategy's transactions at the same
+# concurrency and for as long as its wrk row, through the service's own code
+# with no HTTP and no Redis (loadtest/dbcost -floor), on a database of its
+# own (dropped when it ends). Each runs right after its strategy's wrk row,
+# so the two see the same machine (its speed moves within minutes when
+# other work runs); the service idles meanwhile.
+FLOOR=${FLOOR-1}
+declare -A floor_rate floor_commit floor_p99
+floor_row() { # strategy conns
+  local f="$OUT/floor-$1-c$2.md" s c rate pc p
+  "$OUT/dbcost" -floor -strategies "$1" -conns "$2" -duration "$DURATION" >"$f"
+  while read -r s c rate pc p; do
+    floor_rate[$s,$c]=$rate; floor_commit[$s,$c]=$pc; floor_p99[$s,$c]=$p
+  done < <(awk -F' *[|] *' '$3 ~ /^[0-9]+$/ { print $2, $3, $5, $6, $7 }' "$f")
+  echo "  floor $1 -c$2: ${floor_rate[$1,$2]} orders/s, ${floor_commit[$1,$2]} per commit, p99 ${floor_p99[$1,$2]} ($f)" >&2
+}
 
 big=10000000
 for c in $CONNS; do
@@ -138,14 +161,20 @@ for c in $CONNS; do
   row item-view "$c" "$B/api/v1/items/$view"
   for strategy in lua-async lua lock; do
     item=$(new_item "$strategy-c$c" $big "$strategy")
-    before=$(db_cpu); commits=$(db_commits)
+    before=$(db_cpu); commits=$(db_commits); t0=$(date +%s.%N)
     row "$strategy" "$c" "$B" "$item" "u-$strategy-c$c"
     drain "$item"
+    t1=$(date +%s.%N)
     check "$strategy" "$c" "$item"
+    # Orders written per second from the start of wrk until the last is in
+    # the table (for lua-async, until its queue drained): what the floor
+    # is compared with.
+    svc_rate[$strategy,$c]=$(awk -v n="${orders_of[$strategy,$c]}" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", n / (b - a) }')
     cpu100k[$strategy,$c]=$(awk -v a="$before" -v b="$(db_cpu)" -v n="${orders_of[$strategy,$c]}" \
       'BEGIN { if (n > 0) printf "%.1f", (b - a) / n * 100000; else print "n/a" }')
     per_commit[$strategy,$c]=$(awk -v a="$commits" -v b="$(db_commits)" -v n="${orders_of[$strategy,$c]}" \
       'BEGIN { if (b > a) printf "%.1f", n / (b - a); else print "n/a" }')
+    if [ -n "$FLOOR" ]; then floor_row "$strategy" "$c"; fi
   done
   soldout=$(new_item "soldout-c$c" 1 lua)
   admin -X POST "$B/api/v1/items/$soldout/orders" -d '{"user_id":"first-buyer"}' >/dev/null
@@ -305,6 +334,19 @@ ratio() { awk -v a="${rps[$1,$2]}" -v b="${rps[healthz,$2]}" 'BEGIN { printf "%.
       echo "| $name | $c | ${rps[$key,$c]} | ${p99[$key,$c]} | $r | ≥ $target | $(verdict "$r" "$target") |"
     done
   done
+  if [ -n "$FLOOR" ]; then
+    echo
+    echo "Against the database floor, this run: \`dbcost -floor\` right after each wrk row, the strategy's transactions at the same concurrency with no HTTP and no Redis, $DURATION each (p99 of the floor: lua and lock, an order's wait for its commit; lua-async, a batch's transaction). Service orders/s: orders written from the start of wrk until the last was in the table."
+    echo
+    echo '| strategy | conns | service orders/s | floor orders/s | fraction of the floor | ratio to /healthz | orders per commit (service / floor) | floor p99 |'
+    echo '|---|---|---|---|---|---|---|---|'
+    for c in $CONNS; do
+      for s in lua-async lua lock; do
+        f=$(awk -v a="${svc_rate[$s,$c]}" -v b="${floor_rate[$s,$c]:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+        echo "| $s | $c | ${svc_rate[$s,$c]} | ${floor_rate[$s,$c]:-n/a} | $f | $(ratio "$s" "$c") | ${per_commit[$s,$c]} / ${floor_commit[$s,$c]:-n/a} | ${floor_p99[$s,$c]:-n/a} |"
+      done
+    done
+  fi
   echo
   echo 'Where the CPU went during each row, µs per request (the four processes share the cores):'
   echo

@@ -12,7 +12,15 @@
 // It fits cost = per-transaction + batch × per-order over the batch sizes,
 // the two numbers that say how far a bigger batch can cut the CPU per
 // order. MariaDB must run on this machine (its CPU is read from /proc).
-// The database it creates is dropped at the end.
+//
+// With -floor it measures instead what MariaDB alone can do with each
+// strategy's order writes at the benchmarks' concurrency (floor.go):
+//
+//	go run ./loadtest/dbcost -floor                 # lua-async, lua, lock at 64 and 256, 10 s each
+//	go run ./loadtest/dbcost -floor -conns 64 -duration 5s -strategies lua
+//
+// The database it creates is dropped at the end, also after SIGINT or
+// SIGTERM.
 package main
 
 import (
@@ -22,16 +30,20 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
 
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
@@ -40,8 +52,34 @@ func main() {
 	batches := flag.String("batches", "1,8,32,128,500", "orders per transaction, comma-separated")
 	orders := flag.Int("orders", 20000, "orders written for each batch size and path")
 	path := flag.String("path", "both", "sync (InsertBatch), queued (PersistQueued) or both")
+	floorMode := flag.Bool("floor", false, "measure each strategy's order writes at the given concurrency instead (the floor)")
+	strategies := flag.String("strategies", "lua-async,lua,lock", "-floor: the strategies, comma-separated")
+	conns := flag.String("conns", "64,256", "-floor: concurrent buyers, comma-separated (each concurrency in turn)")
+	duration := flag.Duration("duration", 10*time.Second, "-floor: how long each strategy runs at each concurrency")
+	units := flag.Int64("stock", 10_000_000, "-floor: each item's stock (the run stops early if it sells out)")
+	writers := flag.Int("writers", queue.DefaultWriters, "-floor: lua-async writer goroutines (SECKILL_WRITERS)")
+	writerBatch := flag.Int("writer-batch", queue.DefaultBatch, "-floor: lua-async orders per transaction, at most (SECKILL_WRITER_BATCH)")
 	flag.Parse()
 	log.SetFlags(0)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *floorMode {
+		cfg := floorConfig{Duration: *duration, Stock: *units, Writers: *writers, Batch: *writerBatch}
+		var err error
+		if cfg.Strategies, err = parseFloorStrategies(*strategies); err != nil {
+			log.Fatalf("dbcost: -strategies: %v", err)
+		}
+		if cfg.Conns, err = parseConns(*conns); err != nil {
+			log.Fatalf("dbcost: -conns: %v", err)
+		}
+		if cfg.Duration <= 0 || cfg.Stock < 1 || cfg.Writers < 1 || cfg.Batch < 1 || cfg.Batch > queue.DefaultBatch {
+			log.Fatalf("dbcost: -duration, -stock and -writers must be positive, -writer-batch from 1 to %d", queue.DefaultBatch)
+		}
+		if err := runFloor(ctx, *dsn, cfg); err != nil {
+			log.Fatalf("dbcost: %v", err)
+		}
+		return
+	}
 	sizes, err := parseSizes(*batches)
 	if err != nil {
 		log.Fatalf("dbcost: -batches: %v", err)
@@ -62,8 +100,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("dbcost: %v", err)
 	}
-	ctx := context.Background()
-	st, drop, err := openStore(ctx, *dsn)
+	st, drop, err := openStore(ctx, *dsn, nil)
 	if err != nil {
 		log.Fatalf("dbcost: %v", err)
 	}
@@ -149,9 +186,27 @@ func measure(ctx context.Context, st *store.Store, pid int, path string, size, n
 	return (cpu1 - cpu0) / float64(n) * 1e6, float64(n) / elapsed.Seconds(), nil
 }
 
+// runFloor runs the floor on a database of its own and prints its table.
+// The service's payment deadline is on, as in the service by default: it
+// is a column of every order row.
+func runFloor(ctx context.Context, dsn string, cfg floorConfig) error {
+	pid, err := mariadbPID()
+	if err != nil {
+		log.Printf("dbcost: %v; no MariaDB CPU figures", err)
+	}
+	st, drop, err := openStore(ctx, dsn, &store.Options{PaymentTimeout: app.DefaultPaymentTimeout})
+	if err != nil {
+		return err
+	}
+	defer drop()
+	fmt.Printf("Floor: %s each, stock %d, lua-async with %d writers of up to %d orders; p99: lua and lock, an order's wait for its commit; lua-async, a batch's transaction.\n\n",
+		cfg.Duration, cfg.Stock, cfg.Writers, cfg.Batch)
+	return floor(ctx, st, pid, cfg, printFloor(func(f string, a ...any) { fmt.Printf(f, a...) }))
+}
+
 // openStore creates a database of its own on the server, migrates it and
-// returns a store on it, and a func that drops it.
-func openStore(ctx context.Context, dsn string) (*store.Store, func(), error) {
+// returns a store with opts on it, and a func that drops it.
+func openStore(ctx context.Context, dsn string, opts *store.Options) (*store.Store, func(), error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-dsn: %w", err)
@@ -183,7 +238,7 @@ func openStore(ctx context.Context, dsn string) (*store.Store, func(), error) {
 		drop()
 		return nil, nil, err
 	}
-	st, err := store.New(db, nil)
+	st, err := store.New(db, opts)
 	if err != nil {
 		drop()
 		return nil, nil, err

@@ -47,7 +47,7 @@ func TestMeasureWritesEveryOrder(t *testing.T) {
 		t.Skipf("MariaDB is not on this machine: %v", err)
 	}
 	ctx := context.Background()
-	st, drop, err := openStore(ctx, b.MySQLDSN)
+	st, drop, err := openStore(ctx, b.MySQLDSN, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
