@@ -26,8 +26,9 @@ type Rooms interface {
 	// not known here to have a room).
 	VerifyPass(itemID int64, user, pass string) (room.Pass, error)
 	// Refused is told the shop refused an order for want of a pass (a room
-	// not known here yet): it learns the rooms at once.
-	Refused(ctx context.Context, itemID int64)
+	// not known here yet; passErr: why the pass it carried does not verify,
+	// nil without one): it learns the rooms at once.
+	Refused(ctx context.Context, itemID int64, passErr error)
 	// CreateItem creates an item with its room in one transaction.
 	CreateItem(ctx context.Context, in stock.NewItem, c rooms.Change) (*stock.Item, error)
 	// Replayable: the user has an order of the item under this key.
@@ -306,11 +307,13 @@ func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int6
 // This process learns the rooms now, and a pass the order did carry is
 // answered with its own refusal.
 func (h *Handler) passRefused(c *gin.Context, req stock.OrderRequest, err error) error {
-	h.cfg.Rooms.Refused(c.Request.Context(), req.ItemID)
+	var passErr error
 	if pass := c.GetHeader(PassHeader); pass != "" {
-		if _, perr := h.cfg.Rooms.VerifyPass(req.ItemID, req.UserID, pass); perr != nil {
-			return perr
-		}
+		_, passErr = h.cfg.Rooms.VerifyPass(req.ItemID, req.UserID, pass)
+	}
+	h.cfg.Rooms.Refused(c.Request.Context(), req.ItemID, passErr)
+	if passErr != nil {
+		return passErr
 	}
 	return err
 }

@@ -19,7 +19,7 @@ func (answeringRooms) CheckPass(int64, string, string) (room.Pass, error) {
 func (answeringRooms) VerifyPass(int64, string, string) (room.Pass, error) {
 	return room.Pass{}, room.ErrPassMissing
 }
-func (answeringRooms) Refused(context.Context, int64) {}
+func (answeringRooms) Refused(context.Context, int64, error) {}
 func (answeringRooms) CreateItem(_ context.Context, in stock.NewItem, _ rooms.Change) (*stock.Item, error) {
 	return &stock.Item{ID: 1, Name: in.Name, Stock: in.Stock, Strategy: in.Strategy, Buckets: in.Buckets}, nil
 }

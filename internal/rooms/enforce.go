@@ -17,11 +17,16 @@ import (
 // buyer admitted a moment ago buys through any instance.
 
 // Refused is told that the shop refused an order of item id for want of a
-// pass: the item has a room this process did not know of yet. It reloads
-// the rooms now (one reload for concurrent callers) and counts the
-// rejection.
-func (s *Service) Refused(ctx context.Context, id int64) {
-	s.obs.RoomPassRejected("pass_required")
+// pass: the item has a room this process did not know of yet. passErr is
+// why the pass the order carried does not verify (nil: it carried none).
+// It counts the rejection and reloads the rooms now (one reload for
+// concurrent callers).
+func (s *Service) Refused(ctx context.Context, id int64, passErr error) {
+	reason := "pass_required"
+	if passErr != nil {
+		reason = PassRejection(passErr)
+	}
+	s.obs.RoomPassRejected(reason)
 	if s.Roomed(id) {
 		return
 	}
