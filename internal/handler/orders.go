@@ -98,6 +98,9 @@ func (h *Handler) placeOrder(c *gin.Context) {
 	if replayed {
 		c.Header("Idempotent-Replayed", "true")
 	} else if ticket > 0 {
+		// A pass for a room set up elsewhere a moment ago: learn it, so
+		// its use is recorded.
+		h.cfg.Rooms.Learn(c.Request.Context(), id)
 		h.cfg.Rooms.Consume(c.Request.Context(), id, ticket) // used: its slot frees after room.SpentGrace
 	}
 	c.Header("Location", "/api/v1/orders/"+o.ID)

@@ -29,6 +29,8 @@ type Rooms interface {
 	// not known here yet; passErr: why the pass it carried does not verify,
 	// nil without one): it learns the rooms at once.
 	Refused(ctx context.Context, itemID int64, passErr error)
+	// Learn reloads the rooms unless the item's is known here.
+	Learn(ctx context.Context, itemID int64)
 	// CreateItem creates an item with its room in one transaction.
 	CreateItem(ctx context.Context, in stock.NewItem, c rooms.Change) (*stock.Item, error)
 	// Replayable: the user has an order of the item under this key.

@@ -20,6 +20,7 @@ func (answeringRooms) VerifyPass(int64, string, string) (room.Pass, error) {
 	return room.Pass{}, room.ErrPassMissing
 }
 func (answeringRooms) Refused(context.Context, int64, error) {}
+func (answeringRooms) Learn(context.Context, int64)          {}
 func (answeringRooms) CreateItem(_ context.Context, in stock.NewItem, _ rooms.Change) (*stock.Item, error) {
 	return &stock.Item{ID: 1, Name: in.Name, Stock: in.Stock, Strategy: in.Strategy, Buckets: in.Buckets}, nil
 }

@@ -19,14 +19,20 @@ import (
 // Refused is told that the shop refused an order of item id for want of a
 // pass: the item has a room this process did not know of yet. passErr is
 // why the pass the order carried does not verify (nil: it carried none).
-// It counts the rejection and reloads the rooms now (one reload for
-// concurrent callers).
+// It counts the rejection and learns the rooms now (Learn).
 func (s *Service) Refused(ctx context.Context, id int64, passErr error) {
 	reason := "pass_required"
 	if passErr != nil {
 		reason = PassRejection(passErr)
 	}
 	s.obs.RoomPassRejected(reason)
+	s.Learn(ctx, id)
+}
+
+// Learn reloads the rooms now unless item id's is known here (one reload
+// for concurrent callers): the item was found to have a room this process
+// did not know of (a refusal, or a pass that bought it).
+func (s *Service) Learn(ctx context.Context, id int64) {
 	if s.Roomed(id) {
 		return
 	}

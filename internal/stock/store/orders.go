@@ -114,20 +114,34 @@ func (s *Store) InsertOrder(ctx context.Context, w OrderWrite, fence int64) erro
 
 // takeUnits is the UPDATE that takes units of an item for orders: sold +
 // k <= stock, with a fence no older than the item's when fenced, and no
-// waiting room when some order has no pass (roomless).
-func takeUnits(fenced, roomless bool) string {
-	q := "UPDATE items SET sold = sold + ?, updated_at = ?"
-	if fenced {
-		q += ", lock_fence = ?"
-	}
-	q += " WHERE id = ? AND sold + ? <= stock"
-	if fenced {
-		q += " AND lock_fence <= ?"
-	}
-	if roomless {
-		q += noRoom
+// waiting room when some order has no pass (roomless). Built once.
+func takeUnits(fenced, roomless bool) string { return takeUnitsSQL[b2i(fenced)][b2i(roomless)] }
+
+var takeUnitsSQL = func() (q [2][2]string) {
+	for f := range 2 {
+		for r := range 2 {
+			s := "UPDATE items SET sold = sold + ?, updated_at = ?"
+			if f == 1 {
+				s += ", lock_fence = ?"
+			}
+			s += " WHERE id = ? AND sold + ? <= stock"
+			if f == 1 {
+				s += " AND lock_fence <= ?"
+			}
+			if r == 1 {
+				s += noRoom
+			}
+			q[f][r] = s
+		}
 	}
 	return q
+}()
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // takeArgs are takeUnits' arguments, in its order.
@@ -199,9 +213,9 @@ func fenceStaleError(fence, lastFence int64) error {
 // InsertBatch writes every order of a batch of one item and takes
 // len(batch) units in one transaction: the same guard as one order,
 // sold + k <= stock (and no waiting room when an order has no pass), with
-// rows affected checked. Any refusal rolls the whole batch back: ErrFenceStale when fence is older than the item's
-// (no part of the batch can be written with it), ErrBatchRefused
-// otherwise. A failed COMMIT is ErrMaybeCommitted.
+// rows affected checked. Any refusal rolls the whole batch back:
+// ErrFenceStale when fence is older than the item's (no part of the batch
+// can be written with it), ErrBatchRefused otherwise. A failed COMMIT is ErrMaybeCommitted.
 // progress, when not nil, is called after each statement (the shop's stall
 // watch).
 func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Time, fence int64, progress func()) error {
