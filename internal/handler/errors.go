@@ -75,6 +75,7 @@ var errorKinds = []struct {
 	{rooms.ErrNoWaitingRoom, http.StatusConflict, CodeNoWaitingRoom, "the item has no waiting room"},
 	{rooms.ErrRoomOpened, http.StatusConflict, CodeRoomOpened, "the waiting room has opened or has tickets: lottery can no longer change"},
 	{room.ErrPassMissing, http.StatusForbidden, CodePassRequired, "this item's sale has a waiting room: the order needs the Seckill-Pass header from an admitted ticket"},
+	{stock.ErrPassRequired, http.StatusForbidden, CodePassRequired, "this item's sale has a waiting room: the order needs the Seckill-Pass header from an admitted ticket"},
 	{room.ErrPassExpired, http.StatusForbidden, CodePassExpired, "the pass has expired"},
 	{room.ErrPassWrongUser, http.StatusForbidden, CodePassWrongUser, "the pass was issued to another user"},
 	{room.ErrPassWrongItem, http.StatusForbidden, CodePassWrongItem, "the pass was issued for another item"},

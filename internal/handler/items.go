@@ -101,20 +101,22 @@ func (h *Handler) createItem(c *gin.Context) {
 			return
 		}
 	}
-	it, err := h.shop.CreateItem(c.Request.Context(), stock.NewItem{Name: *req.Name, Stock: *req.Stock, PriceCents: req.PriceCents,
-		Strategy: req.Strategy, Buckets: buckets, StartsAt: req.StartsAt, EndsAt: req.EndsAt})
+	in := stock.NewItem{Name: *req.Name, Stock: *req.Stock, PriceCents: req.PriceCents,
+		Strategy: req.Strategy, Buckets: buckets, StartsAt: req.StartsAt, EndsAt: req.EndsAt}
+	var it *stock.Item
+	var err error
+	if req.WaitingRoom != nil {
+		// The item and its room are one transaction: both, or neither.
+		it, err = h.cfg.Rooms.CreateItem(c.Request.Context(), in, req.WaitingRoom.change())
+	} else {
+		it, err = h.shop.CreateItem(c.Request.Context(), in)
+	}
 	if err != nil {
 		h.writeError(c, err)
 		return
 	}
 	v := adminView(it)
 	if req.WaitingRoom != nil {
-		// The item exists now; a room that cannot be stored is an outage
-		// the admin retries with PUT .../waiting-room.
-		if err := h.cfg.Rooms.Set(c.Request.Context(), it.ID, req.WaitingRoom.change()); err != nil {
-			h.writeError(c, err)
-			return
-		}
 		if v.WaitingRoom, err = h.cfg.Rooms.Admin(c.Request.Context(), it); err != nil {
 			h.log.WarnContext(c.Request.Context(), "waiting room set up, its counters not read", "item", it.ID, "err", err)
 		}

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -72,10 +73,11 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		return
 	}
 	// A roomed item's order needs a pass: checked in the process, first.
-	ticket, ok := h.checkPass(c, oreq)
+	ticket, passed, ok := h.checkPass(c, oreq)
 	if !ok {
 		return
 	}
+	oreq.Pass = passed
 	// The per-user limit guards the path that can sell. An item this process
 	// knows is sold out, and a user it knows has bought (without a key, which
 	// must find its order), are refused from memory, cheaper than the limiter.
@@ -87,12 +89,18 @@ func (h *Handler) placeOrder(c *gin.Context) {
 	}
 	o, replayed, err := h.shop.PlaceOrder(c.Request.Context(), oreq)
 	if err != nil {
+		if h.cfg.Rooms != nil && errors.Is(err, stock.ErrPassRequired) {
+			err = h.passRefused(c, oreq, err)
+		}
 		h.writeError(c, err)
 		return
 	}
 	if replayed {
 		c.Header("Idempotent-Replayed", "true")
 	} else if ticket > 0 {
+		// A pass for a room set up elsewhere a moment ago: learn it, so
+		// its use is recorded.
+		h.cfg.Rooms.Learn(c.Request.Context(), id)
 		h.cfg.Rooms.Consume(c.Request.Context(), id, ticket) // used: its slot frees after room.SpentGrace
 	}
 	c.Header("Location", "/api/v1/orders/"+o.ID)

@@ -22,6 +22,17 @@ type Rooms interface {
 	Roomed(itemID int64) bool
 	// CheckPass verifies a pass in the process; the errors are room's.
 	CheckPass(itemID int64, user, pass string) (room.Pass, error)
+	// VerifyPass is CheckPass without counting a rejection (the item is
+	// not known here to have a room).
+	VerifyPass(itemID int64, user, pass string) (room.Pass, error)
+	// Refused is told the shop refused an order for want of a pass (a room
+	// not known here yet; passErr: why the pass it carried does not verify,
+	// nil without one): it learns the rooms at once.
+	Refused(ctx context.Context, itemID int64, passErr error)
+	// Learn reloads the rooms unless the item's is known here.
+	Learn(ctx context.Context, itemID int64)
+	// CreateItem creates an item with its room in one transaction.
+	CreateItem(ctx context.Context, in stock.NewItem, c rooms.Change) (*stock.Item, error)
 	// Replayable: the user has an order of the item under this key.
 	Replayable(ctx context.Context, itemID int64, user, key string) bool
 	// Consume marks a pass used, best effort.
@@ -253,28 +264,58 @@ func (h *Handler) deleteWaitingRoom(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-// checkPass is the order path's pass check for a roomed item: the pass's
-// ticket (0 when the item has no room), or false once it has answered a
-// refusal. A keyed retry of an order already taken passes with its pass
-// expired since (its answer is replayed).
-func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (int64, bool) {
-	if h.cfg.Rooms == nil || !h.cfg.Rooms.Roomed(req.ItemID) {
-		return 0, true
+// checkPass is the order path's pass check: the pass's ticket (0 without
+// one), whether the order carries a verified pass (the sale then skips its
+// own check for a room), or false once it has answered a refusal. A keyed
+// retry of an order already taken passes with its pass expired since (its
+// answer is replayed). An item not known here to have a room may have had
+// one set up on another instance a moment ago: a valid pass counts there
+// too, and a missing or bad one is left for the sale to refuse if the room
+// is on (see passRefused).
+func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int64, passed, ok bool) {
+	if h.cfg.Rooms == nil {
+		return 0, false, true
+	}
+	if !h.cfg.Rooms.Roomed(req.ItemID) {
+		pass := c.GetHeader(PassHeader)
+		if pass == "" {
+			return 0, false, true
+		}
+		if p, err := h.cfg.Rooms.VerifyPass(req.ItemID, req.UserID, pass); err == nil {
+			return p.Ticket, true, true
+		}
+		return 0, false, true
 	}
 	pass, err := singleHeader(c, PassHeader)
 	if err != nil {
 		h.writeError(c, err)
-		return 0, false
+		return 0, false, false
 	}
 	p, err := h.cfg.Rooms.CheckPass(req.ItemID, req.UserID, pass)
 	if err == nil {
-		return p.Ticket, true
+		return p.Ticket, true, true
 	}
 	// Only a genuine pass that has expired can be a retry's: the database
 	// is not asked on behalf of forged ones.
 	if errors.Is(err, room.ErrPassExpired) && h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
-		return 0, true
+		return 0, true, true
 	}
 	h.writeError(c, err)
-	return 0, false
+	return 0, false, false
+}
+
+// passRefused is the answer to an order the sale refused for want of a
+// pass (err): the item's room was set up on another instance a moment ago.
+// This process learns the rooms now, and a pass the order did carry is
+// answered with its own refusal.
+func (h *Handler) passRefused(c *gin.Context, req stock.OrderRequest, err error) error {
+	var passErr error
+	if pass := c.GetHeader(PassHeader); pass != "" {
+		_, passErr = h.cfg.Rooms.VerifyPass(req.ItemID, req.UserID, pass)
+	}
+	h.cfg.Rooms.Refused(c.Request.Context(), req.ItemID, passErr)
+	if passErr != nil {
+		return passErr
+	}
+	return err
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/stock"
 )
@@ -12,7 +14,9 @@ import (
 // Set sets up item id's room, or changes it (nil fields of c keep their
 // values). The item must exist. Lottery can change only before the sale
 // opened and before anyone joined (ErrRoomOpened); the room then starts
-// over with a new seed.
+// over with a new seed. The row is written in one transaction holding the
+// item's row lock (shop ChangeRoom): once Set returns, every instance's
+// orders of the item need a pass.
 func (s *Service) Set(ctx context.Context, id int64, c Change) error {
 	it, err := s.shop.Item(ctx, id)
 	if err != nil {
@@ -22,9 +26,56 @@ func (s *Service) Set(ctx context.Context, id int64, c Change) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Validate(cur == nil); err != nil {
+	r, restart, err := s.plan(ctx, it, cur, c)
+	if err != nil {
 		return err
 	}
+	if restart {
+		// Nobody joined: drop the line, the loop sets it up again.
+		if err := s.withRoom(ctx, id, func(ctx context.Context, rm *room.Room) error { return rm.Delete(ctx) }); err != nil {
+			return err
+		}
+	}
+	if err := s.shop.ChangeRoom(ctx, id, func(ctx context.Context, tx *gorm.DB, _ int64) error {
+		return saveRow(ctx, tx, &r, cur == nil)
+	}); err != nil {
+		return err
+	}
+	s.changed(ctx, id, &r, c)
+	return nil
+}
+
+// CreateItem creates an item with a room (c, validated as a new room's):
+// the item's row and its room's are one transaction, so the item is never
+// on sale without its room. Once it returns, every instance's orders of
+// the item need a pass.
+func (s *Service) CreateItem(ctx context.Context, in stock.NewItem, c Change) (*stock.Item, error) {
+	if err := c.Validate(true); err != nil {
+		return nil, err
+	}
+	var r row
+	it, err := s.shop.CreateItemWith(ctx, in, func(ctx context.Context, tx *gorm.DB, id int64) error {
+		planned, _, err := s.plan(ctx, &stock.Item{ID: id, StartsAt: in.StartsAt}, nil, c)
+		if err != nil {
+			return err
+		}
+		r = planned
+		return saveRow(ctx, tx, &r, true)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.changed(ctx, it.ID, &r, c)
+	return it, nil
+}
+
+// plan is the row that c makes of item it's room cur (nil: none yet), and
+// whether its line starts over.
+func (s *Service) plan(ctx context.Context, it *stock.Item, cur *row, c Change) (row, bool, error) {
+	if err := c.Validate(cur == nil); err != nil {
+		return row{}, false, err
+	}
+	id := it.ID
 	now := s.cfg.Now().UTC()
 	r := row{ItemID: id, PassTTLSeconds: DefaultPassTTLSeconds, Lottery: true, CreatedAt: now}
 	if cur != nil {
@@ -44,14 +95,14 @@ func (s *Service) Set(ctx context.Context, id int64, c Change) error {
 	if c.Lottery != nil && *c.Lottery != r.Lottery {
 		if cur != nil {
 			if it.StartsAt == nil || !now.Before(*it.StartsAt) {
-				return ErrRoomOpened
+				return row{}, false, ErrRoomOpened
 			}
 			st, err := s.redisStats(ctx, id)
 			if err != nil && !errors.Is(err, room.ErrNoRoom) {
-				return roomErr(err)
+				return row{}, false, roomErr(err)
 			}
 			if st.Tickets > 0 {
-				return ErrRoomOpened
+				return row{}, false, ErrRoomOpened
 			}
 			restart = true
 		}
@@ -60,23 +111,26 @@ func (s *Service) Set(ctx context.Context, id int64, c Change) error {
 	if cur == nil || restart {
 		r.newSeed()
 	}
-	if restart {
-		// Nobody joined: drop the line, the loop sets it up again.
-		if err := s.withRoom(ctx, id, func(ctx context.Context, rm *room.Room) error { return rm.Delete(ctx) }); err != nil {
-			return err
-		}
-	}
-	var werr error
-	if cur == nil {
-		werr = s.db.WithContext(ctx).Create(&r).Error
+	return r, restart, nil
+}
+
+// saveRow writes r in tx: a new row (create), or the changed fields.
+func saveRow(ctx context.Context, tx *gorm.DB, r *row, create bool) error {
+	var err error
+	if create {
+		err = tx.WithContext(ctx).Create(r).Error
 	} else {
-		werr = s.db.WithContext(ctx).Model(&row{}).Where("item_id = ?", id).Updates(map[string]any{
+		err = tx.WithContext(ctx).Model(&row{}).Where("item_id = ?", r.ItemID).Updates(map[string]any{
 			"admit_per_second": r.AdmitPerSecond, "pass_ttl_seconds": r.PassTTLSeconds, "lottery": r.Lottery,
 			"paused": r.Paused, "seed": r.Seed, "commitment": r.Commitment, "updated_at": r.UpdatedAt}).Error
 	}
-	if werr != nil {
-		return dbErr("save room", werr)
-	}
+	return dbErr("save room", err)
+}
+
+// changed brings this process up to date after item id's room r was
+// stored by c: its rooms reloaded, the pause and rate in Redis, the room
+// set up in Redis so that a join right after the answer finds it.
+func (s *Service) changed(ctx context.Context, id int64, r *row, c Change) {
 	s.reloadNow(ctx)
 	if e := s.entry(id); e != nil && (c.Paused != nil || c.AdmitPerSecond != nil) && e.ready.Load() {
 		// In Redis before the answer, so no instance admits anyone (or
@@ -88,29 +142,35 @@ func (s *Service) Set(ctx context.Context, id int64, c Change) error {
 		}
 	}
 	if e := s.entry(id); e != nil && !e.ready.Load() {
-		// Set it up in Redis now, so a join right after this answer finds it.
 		rctx, cancel := s.redisCtx(ctx)
 		defer cancel()
 		if err := s.setup(rctx, e); err != nil {
 			s.log.Warn("waiting room: set-up in redis failed; the loop retries", "item", id, "err", err)
 		}
 	}
-	return nil
 }
 
-// Delete turns item id's room off: orders no longer need a pass. Its line
-// in Redis is dropped too (best effort: a line left behind is replaced when
-// a room is set up again).
+// Delete turns item id's room off: orders no longer need a pass, at once
+// here and within a reload (a second) on the other instances, which ask
+// for a pass until then (safe: a refusal changes nothing). Its line in
+// Redis is dropped too (best effort: a line left behind is replaced when a
+// room is set up again).
 func (s *Service) Delete(ctx context.Context, id int64) error {
 	if _, err := s.shop.Item(ctx, id); err != nil {
 		return err
 	}
-	res := s.db.WithContext(ctx).Where("item_id = ?", id).Delete(&row{})
-	if res.Error != nil {
-		return dbErr("delete room", res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNoWaitingRoom
+	err := s.shop.ChangeRoom(ctx, id, func(ctx context.Context, tx *gorm.DB, _ int64) error {
+		res := tx.WithContext(ctx).Where("item_id = ?", id).Delete(&row{})
+		if res.Error != nil {
+			return dbErr("delete room", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return ErrNoWaitingRoom
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	s.reloadNow(ctx)
 	if err := s.withRoom(ctx, id, func(ctx context.Context, rm *room.Room) error { return rm.Delete(ctx) }); err != nil {

@@ -21,10 +21,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 // Shop is what the rooms need of the shop: the items and their remaining
@@ -32,6 +34,12 @@ import (
 type Shop interface {
 	Item(ctx context.Context, id int64) (*stock.Item, error)
 	ItemView(ctx context.Context, id int64) (*stock.ItemView, error)
+	// CreateItemWith creates an item with with written in its transaction.
+	CreateItemWith(ctx context.Context, in stock.NewItem, with store.WithItem) (*stock.Item, error)
+	// ChangeRoom runs write (a change of the item's room) in a transaction
+	// holding the item's row lock, and makes the item's sale enforce the
+	// room from its commit on (shop.Service.ChangeRoom).
+	ChangeRoom(ctx context.Context, id int64, write store.WithItem) error
 }
 
 // Orders finds a user's order of an item and the Idempotency-Key it was
@@ -98,6 +106,9 @@ type Service struct {
 	mu    sync.RWMutex
 	rooms map[int64]*entry
 	kick  chan struct{}
+	// reloading shares one reload among the orders refused at once for a
+	// room not known here yet (Refused).
+	reloading singleflight.Group
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -231,7 +242,8 @@ func (s *Service) entry(id int64) *entry {
 }
 
 // Roomed reports whether item id's orders need a pass (from memory: a room
-// set up on another instance is known here within a second).
+// set up on another instance is known here within a second, or at once
+// after the shop refused an order of it, see Refused).
 func (s *Service) Roomed(id int64) bool { return s.entry(id) != nil }
 
 // redisCtx bounds one Redis step of a request.

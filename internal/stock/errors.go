@@ -24,6 +24,10 @@ var (
 	// queued (status failed): it can be neither paid nor cancelled.
 	ErrOrderFailed = errors.New("order failed: the database refused it after it was queued")
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrPassRequired is an order without a verified waiting-room pass
+	// (OrderRequest.Pass) of an item whose room is on: the database (or,
+	// for lua-async, the gate's room marker) refused it, changing nothing.
+	ErrPassRequired = errors.New("the item has a waiting room: the order needs a pass")
 )
 
 // invalidError carries a message for the client and matches ErrInvalid.

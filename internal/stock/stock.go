@@ -130,6 +130,11 @@ type OrderRequest struct {
 	ItemID         int64
 	UserID         string
 	IdempotencyKey string // optional
+	// Pass says the order carries a waiting-room pass the caller verified
+	// for this item and user. Without one, an item whose room is on refuses
+	// the order with ErrPassRequired (checked where the sale is decided:
+	// the order's transaction, or lua-async's admission script).
+	Pass bool
 }
 
 // Limits on input. The Validate functions enforce them; the handler uses

@@ -134,7 +134,7 @@ func measure(ctx context.Context, st *store.Store, pid int, path string, size, n
 		strategy = stock.StrategyLuaAsync
 	}
 	it := &stock.Item{Name: fmt.Sprintf("dbcost-%s-%d", path, size), Stock: int64(n) * 2, Strategy: strategy}
-	if err := st.CreateItem(ctx, it); err != nil {
+	if err := st.CreateItem(ctx, it, nil); err != nil {
 		return 0, 0, err
 	}
 	cpu0, err := cpuSeconds(pid)

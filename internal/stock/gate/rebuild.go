@@ -51,6 +51,9 @@ type Rebuild struct {
 	KeepHeld bool
 	// Epoch is the item's queue epoch, which lua-async stamps on entries.
 	Epoch int64
+	// Roomed: the item has a waiting room (item_rooms, read under the
+	// lock); a lua-async gate is built with its room mark (see MarkRoom).
+	Roomed bool
 }
 
 const (
@@ -139,7 +142,7 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 	for b, bk := range bks {
 		keys := g.keys.Bucket(bk)
 		ks := []string{keys.Meta, keys.Buyers, keys.Released, keys.Out, staged[b].buyers, staged[b].released}
-		args := []any{share(it.Stock, k, b), taken[b], unixMilli(it.StartsAt), unixMilli(it.EndsAt), built, r.Epoch}
+		args := []any{share(it.Stock, k, b), taken[b], unixMilli(it.StartsAt), unixMilli(it.EndsAt), built, r.Epoch, roomFlag(r)}
 		for _, h := range heldBy[b] {
 			ks = append(ks, keys.void(h.order))
 			args = append(args, h.user, h.order)

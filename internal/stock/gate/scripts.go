@@ -38,6 +38,8 @@ var (
 	moveInSrc string
 	//go:embed lua/adjust.lua
 	adjustSrc string
+	//go:embed lua/markroom.lua
+	markRoomSrc string
 
 	reserveScript      = redis.NewScript(admitSrc + reserveSrc)
 	handBackScript     = redis.NewScript(handBackSrc)
@@ -50,6 +52,7 @@ var (
 	moveOutScript      = redis.NewScript(moveOutSrc)
 	moveInScript       = redis.NewScript(moveInSrc)
 	adjustScript       = redis.NewScript(adjustSrc)
+	markRoomScript     = redis.NewScript(markRoomSrc)
 )
 
 // ReserveScript is the reserve script, for tests that catch it in flight.

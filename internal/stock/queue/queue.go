@@ -115,7 +115,7 @@ func (q *Queue) Enqueue(ctx context.Context, it *stock.Item, req stock.OrderRequ
 	}
 	args := []any{req.UserID, orderID, now.UnixMilli(), req.IdempotencyKey,
 		int64(q.cfg.IdempotencyTTL / time.Second), int64(q.cfg.QueuedOrderTTL / time.Second),
-		it.ID, withKey, withIndex}
+		it.ID, withKey, withIndex, passFlag(req.Pass)}
 	for attempt := 0; ; attempt++ {
 		// An enqueue abandoned in flight needs no settling: the script is
 		// atomic, and the order it queued is written like any other (the
@@ -141,6 +141,8 @@ func (q *Queue) Enqueue(ctx context.Context, it *stock.Item, req stock.OrderRequ
 			return nil, "", stock.ErrIdempotencyConflict
 		case "dup":
 			return nil, "", &gate.DupError{OrderID: res[1]}
+		case "room":
+			return nil, "", fmt.Errorf("item %d: %w", it.ID, stock.ErrPassRequired)
 		case "sold_out":
 			return nil, "", stock.ErrSoldOut
 		case "not_started":
@@ -158,4 +160,13 @@ func (q *Queue) Enqueue(ctx context.Context, it *stock.Item, req stock.OrderRequ
 			return nil, "", fmt.Errorf("redis: enqueue: unexpected status %q", res[0])
 		}
 	}
+}
+
+// passFlag is the enqueue script's pass argument: "1" when the order
+// carries a verified waiting-room pass.
+func passFlag(pass bool) string {
+	if pass {
+		return "1"
+	}
+	return ""
 }

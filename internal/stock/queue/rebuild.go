@@ -66,7 +66,7 @@ func (q *Queue) buildLocked(ctx context.Context, locked *store.LockedItem) error
 	}
 	it := snap.Item
 	if _, err := q.gate.Rebuild(ctx, gate.Rebuild{Item: it, Buyers: snap.Users, Done: snap.Done,
-		Cancelled: snap.Cancelled, Queued: queued, Epoch: epoch}); err != nil {
+		Cancelled: snap.Cancelled, Queued: queued, Epoch: epoch, Roomed: snap.Roomed}); err != nil {
 		return err
 	}
 	q.log.WarnContext(ctx, "lua-async gate rebuilt from the database and the stream", "item", id,

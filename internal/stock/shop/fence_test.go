@@ -28,7 +28,7 @@ func TestLockStrategyFenceRefusesStaleHolder(t *testing.T) {
 		locker := lock.New(rdb, nil)
 		t.Cleanup(func() { _ = locker.Close() })
 		it := &stock.Item{Name: "fenced", Stock: 10, Strategy: stock.StrategyLock}
-		if err := st.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it, nil); err != nil {
 			t.Fatal(err)
 		}
 		key := b.KeyPrefix + ":{item:1}:lock"
@@ -45,10 +45,10 @@ func TestLockStrategyFenceRefusesStaleHolder(t *testing.T) {
 		if bl.Fence() != a.Fence()+1 {
 			t.Fatalf("fences: A %d, B %d; want B = A+1", a.Fence(), bl.Fence())
 		}
-		if err := st.InsertOrder(ctx, &stock.Order{ID: "00000000-0000-7000-8000-00000000000b", ItemID: it.ID, UserID: "b"}, "", bl.Fence()); err != nil {
+		if err := st.InsertOrder(ctx, store.OrderWrite{Order: &stock.Order{ID: "00000000-0000-7000-8000-00000000000b", ItemID: it.ID, UserID: "b"}}, bl.Fence()); err != nil {
 			t.Fatalf("B's write: %v", err)
 		}
-		err = st.InsertOrder(ctx, &stock.Order{ID: "00000000-0000-7000-8000-00000000000a", ItemID: it.ID, UserID: "a"}, "", a.Fence())
+		err = st.InsertOrder(ctx, store.OrderWrite{Order: &stock.Order{ID: "00000000-0000-7000-8000-00000000000a", ItemID: it.ID, UserID: "a"}}, a.Fence())
 		if !errors.Is(err, store.ErrFenceStale) || !errors.Is(err, stock.ErrUnavailable) {
 			t.Fatalf("A's late write: got %v, want store.ErrFenceStale and ErrUnavailable", err)
 		}
@@ -217,7 +217,7 @@ func TestLockFenceCounterLaggingDatabase(t *testing.T) {
 		// refusal is a plain 503, not "may have committed".
 		for i, fence := range []int64{50, 5} {
 			o := &stock.Order{ID: fmt.Sprintf("00000000-0000-7000-8000-0000000000%02d", i), ItemID: it.ID, UserID: fmt.Sprintf("old%d", i)}
-			err := s.store.InsertOrder(ctx, o, "", fence)
+			err := s.store.InsertOrder(ctx, store.OrderWrite{Order: o}, fence)
 			if !errors.Is(err, store.ErrFenceStale) || !errors.Is(err, stock.ErrUnavailable) || errors.Is(err, store.ErrMaybeCommitted) {
 				t.Errorf("write with fence %d after the raise: got %v, want ErrFenceStale and ErrUnavailable, not ErrMaybeCommitted", fence, err)
 			}
@@ -309,7 +309,7 @@ func TestStaleFenceRefusalIsNotMaybeCommitted(t *testing.T) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
 		it := &stock.Item{Name: "fenced", Stock: 10, Strategy: stock.StrategyLock}
-		if err := st.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it, nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := rawSQL(t, st).Exec("UPDATE items SET lock_fence = 9 WHERE id = ?", it.ID); err != nil {
@@ -325,7 +325,7 @@ func TestStaleFenceRefusalIsNotMaybeCommitted(t *testing.T) {
 				t.Errorf("%s: got %v, want ErrFenceStale and ErrUnavailable, not ErrMaybeCommitted", what, err)
 			}
 		}
-		check("one order", w.write(ctx, &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000001", ItemID: it.ID, UserID: "alice"}, "", nil))
+		check("one order", w.write(ctx, &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000001", ItemID: it.ID, UserID: "alice"}, "", false, nil))
 		if n := guard.raises.Load(); n != maxFenceRaises {
 			t.Errorf("raises for one order: got %d, want %d", n, maxFenceRaises)
 		}
@@ -337,7 +337,7 @@ func TestStaleFenceRefusalIsNotMaybeCommitted(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				o := &stock.Order{ID: fmt.Sprintf("01a2ffff-0000-7000-8000-0000000001%02d", i), ItemID: it.ID, UserID: fmt.Sprintf("u%d", i)}
-				check(fmt.Sprintf("batch order %d", i), w.write(ctx, o, "", nil))
+				check(fmt.Sprintf("batch order %d", i), w.write(ctx, o, "", false, nil))
 			}()
 		}
 		wg.Wait()

@@ -59,6 +59,7 @@ type writeQueue struct {
 type commitRequest struct {
 	o         *stock.Order
 	key       string
+	pass      bool               // the order carries a verified waiting-room pass (store.OrderWrite.Pass)
 	committed func(*stock.Order) // may be nil
 	deadline  time.Time          // the caller's
 	state     atomic.Int32       // writeQueued, then writeTaken or writeWithdrawn
@@ -100,12 +101,13 @@ func (w *orderWriter) bound(budget, maxWait time.Duration) {
 	w.budget, w.maxWait = budget, maxWait
 }
 
-// write queues o and waits for its transaction. Once the writer has taken
+// write queues o (placed with Idempotency-Key key, "" for none, and a
+// verified waiting-room pass or not) and waits for its transaction. Once the writer has taken
 // o, the answer says what happened: the writer answers before ctx's
 // deadline. Until then, the end of ctx withdraws o, unwritten.
 // committed runs once o is committed, before any answer of its batch is
 // delivered, so nobody can see the item sold out before it ran.
-func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, committed func(*stock.Order)) error {
+func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, pass bool, committed func(*stock.Order)) error {
 	if err := ctx.Err(); err != nil {
 		return notWritten(err)
 	}
@@ -128,7 +130,7 @@ func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, com
 	q.senders++
 	w.mu.Unlock()
 
-	p := &commitRequest{o: o, key: key, committed: committed, deadline: deadline, done: make(chan error, 1)}
+	p := &commitRequest{o: o, key: key, pass: pass, committed: committed, deadline: deadline, done: make(chan error, 1)}
 	select {
 	case q.ch <- p:
 	case <-ctx.Done():

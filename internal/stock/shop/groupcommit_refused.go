@@ -13,8 +13,11 @@ import (
 // settleRefused answers a batch that could not be written whole, in a few
 // round trips however large it is. Buyers who already hold an order get
 // ErrAlreadyPurchased; a user's second order in the batch gets what the
-// first one got; the rest are written in arrival order, as many at a time
-// as there are units left, until they are all written or nothing is left.
+// first one got; orders without a pass get ErrPassRequired once the item is
+// seen with a waiting room (the read of what is left says so; the UPDATE
+// that takes the units checks it again); the rest are written in arrival
+// order, as many at a time as there are units left, until they are all
+// written or nothing is left.
 // A chunk refused whole (a clash inside it) is written order by order.
 func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, itemID int64, batch []*commitRequest, results []error, fence int64, now time.Time) {
 	fail := func(idx []int, err error) {
@@ -47,11 +50,17 @@ func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, item
 		}
 	}
 	for len(queue) > 0 {
-		left, err := w.store.Remaining(ctx, itemID)
+		left, roomed, err := w.store.Remaining(ctx, itemID)
 		watch.progress()
 		if err != nil {
 			fail(queue, err)
 			break
+		}
+		if roomed {
+			queue = refuseWithoutPass(batch, queue, results)
+			if len(queue) == 0 {
+				break
+			}
 		}
 		if left <= 0 {
 			fail(queue, stock.ErrSoldOut)
@@ -91,7 +100,7 @@ func (w *orderWriter) writeChunk(ctx context.Context, watch *stallWatch, batch [
 			w.store.Created(batch[i].o, now)
 			results[i] = nil
 		case errors.Is(err, store.ErrBatchRefused):
-			results[i] = w.store.InsertOrder(ctx, batch[i].o, batch[i].key, fence)
+			results[i] = w.store.InsertOrder(ctx, batch[i].write(), fence)
 			watch.progress()
 			if errors.Is(results[i], stock.ErrUnavailable) && !errors.Is(results[i], store.ErrFenceStale) {
 				// Where in the transaction the database stopped answering
@@ -106,6 +115,20 @@ func (w *orderWriter) writeChunk(ctx context.Context, watch *stallWatch, batch [
 	}
 }
 
+// refuseWithoutPass answers the orders at idx that carry no pass with
+// ErrPassRequired (their item has a waiting room) and returns the others.
+func refuseWithoutPass(batch []*commitRequest, idx []int, results []error) []int {
+	var kept []int
+	for _, i := range idx {
+		if batch[i].pass {
+			kept = append(kept, i)
+		} else {
+			results[i] = fmt.Errorf("item %d: %w", batch[i].o.ItemID, stock.ErrPassRequired)
+		}
+	}
+	return kept
+}
+
 func allIndexes(n int) []int {
 	idx := make([]int, n)
 	for i := range idx {
@@ -114,11 +137,16 @@ func allIndexes(n int) []int {
 	return idx
 }
 
+// write is p as the store writes it.
+func (p *commitRequest) write() store.OrderWrite {
+	return store.OrderWrite{Order: p.o, Key: p.key, Pass: p.pass}
+}
+
 // writes is a batch as the store writes it.
 func writes(batch []*commitRequest) []store.OrderWrite {
 	out := make([]store.OrderWrite, len(batch))
 	for i, p := range batch {
-		out[i] = store.OrderWrite{Order: p.o, Key: p.key}
+		out[i] = p.write()
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -22,10 +23,10 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
 		it := &stock.Item{Name: "batched", Stock: 5, Strategy: stock.StrategyLua}
-		if err := st.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.InsertOrder(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "early"}, "", 0); err != nil {
+		if err := st.InsertOrder(ctx, store.OrderWrite{Order: &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "early"}}, 0); err != nil {
 			t.Fatal(err)
 		}
 		w := newOrderWriter(st, nil)
@@ -41,7 +42,7 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = w.write(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, "", nil)
+				errs[i] = w.write(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, "", false, nil)
 			}()
 		}
 		wg.Wait()
@@ -74,7 +75,7 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 		if got.Sold != 5 || rows != 5 {
 			t.Errorf("after the writes: sold %d, %d order rows; want 5 and 5", got.Sold, rows)
 		}
-		if err := w.write(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "late"}, "", nil); !errors.Is(err, stock.ErrSoldOut) {
+		if err := w.write(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "late"}, "", false, nil); !errors.Is(err, stock.ErrSoldOut) {
 			t.Errorf("write after sell-out: got %v, want ErrSoldOut", err)
 		}
 	})
@@ -89,7 +90,7 @@ func TestRefusedBatchSellsEveryUnitLeft(t *testing.T) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
 		it := &stock.Item{Name: "clash", Stock: 3, Strategy: stock.StrategyLock}
-		if err := st.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it, nil); err != nil {
 			t.Fatal(err)
 		}
 		w := newOrderWriter(st, nil)

@@ -33,6 +33,9 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 	}
 	gen := s.soldOut.Generation(it.ID)
 	o, replayOf, err := s.queue.Enqueue(ctx, it, req, id.String())
+	if errors.Is(err, stock.ErrPassRequired) && s.staleRoomMark(ctx, it.ID) {
+		o, replayOf, err = s.queue.Enqueue(ctx, it, req, id.String())
+	}
 	if req.IdempotencyKey == "" {
 		s.notePurchase(it.ID, req.UserID, err)
 	}

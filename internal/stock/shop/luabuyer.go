@@ -84,7 +84,7 @@ func (g *luaBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderReque
 		return nil, err
 	}
 	o := &stock.Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	err = g.writer.write(ctx, o, req.IdempotencyKey, committed)
+	err = g.writer.write(ctx, o, req.IdempotencyKey, req.Pass, committed)
 	switch {
 	case err == nil:
 		return o, nil
@@ -182,7 +182,7 @@ func (g *luaBuyer) rebuildLocked(ctx context.Context, locked *store.LockedItem, 
 	}
 	start := time.Now()
 	kept, err := g.gate.Rebuild(ctx, gate.Rebuild{Item: snap.Item, Buyers: snap.Users, Done: snap.Done,
-		Cancelled: snap.Cancelled, KeepHeld: true, Epoch: locked.QueueEpoch})
+		Cancelled: snap.Cancelled, KeepHeld: true, Epoch: locked.QueueEpoch, Roomed: snap.Roomed})
 	if err != nil {
 		return false, err
 	}

@@ -124,7 +124,7 @@ func TestUnknownItemUnderTheCeilingReadOnceAWindow(t *testing.T) {
 		var ids []int64
 		for range 3 {
 			it := &stock.Item{Name: "row", Stock: 1, Strategy: stock.StrategyLock}
-			if err := st.CreateItem(ctx, it); err != nil {
+			if err := st.CreateItem(ctx, it, nil); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, it.ID)

@@ -112,6 +112,14 @@ func (s *Service) DefaultStrategy() stock.StrategyName { return s.cfg.DefaultStr
 
 // CreateItem validates and stores a new item, then builds its Redis gate.
 func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item, error) {
+	return s.CreateItemWith(ctx, in, nil)
+}
+
+// CreateItemWith is CreateItem with with (when not nil) written in the
+// item's own transaction: an item created with a waiting room is stored
+// with its room or not at all. The gate is built after the commit, from
+// the database, so it knows the room.
+func (s *Service) CreateItemWith(ctx context.Context, in stock.NewItem, with store.WithItem) (*stock.Item, error) {
 	if in.Strategy == "" {
 		in.Strategy = s.cfg.DefaultStrategy
 	}
@@ -123,7 +131,7 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem) (*stock.Item
 	}
 	it := &stock.Item{Name: in.Name, PriceCents: in.PriceCents, Stock: in.Stock, Strategy: in.Strategy,
 		Buckets: in.Buckets, StartsAt: in.StartsAt, EndsAt: in.EndsAt}
-	if err := s.store.CreateItem(ctx, it); err != nil {
+	if err := s.store.CreateItem(ctx, it, with); err != nil {
 		return nil, err
 	}
 	// The item is in the database, which is what counts; a gate that could

@@ -20,12 +20,12 @@ func TestInsertClashClassifiedByIndex(t *testing.T) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
 		it := &stock.Item{Name: "dup", Stock: 10, Strategy: stock.StrategyLua}
-		if err := st.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it, nil); err != nil {
 			t.Fatal(err)
 		}
 		order := func(id, user string) *stock.Order { return &stock.Order{ID: id, ItemID: it.ID, UserID: user} }
 		const user, key = "orders_item_idem:orders.idempotency_key", "orders_item_user:orders.user_id"
-		if err := st.InsertOrder(ctx, order("00000000-0000-7000-8000-000000000001", user), key, 0); err != nil {
+		if err := st.InsertOrder(ctx, OrderWrite{Order: order("00000000-0000-7000-8000-000000000001", user), Key: key}, 0); err != nil {
 			t.Fatal(err)
 		}
 		cases := []struct {
@@ -37,13 +37,13 @@ func TestInsertClashClassifiedByIndex(t *testing.T) {
 			{"same key", "00000000-0000-7000-8000-000000000004", "orders_item_user", key, stock.ErrIdempotencyConflict},
 		}
 		for _, tc := range cases {
-			err := st.InsertOrder(ctx, order(tc.id, tc.user), tc.key, 0)
+			err := st.InsertOrder(ctx, OrderWrite{Order: order(tc.id, tc.user), Key: tc.key}, 0)
 			if !errors.Is(err, tc.want) || errors.Is(err, stock.ErrUnavailable) {
 				t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
 			}
 		}
 		// The same order id twice is neither: it is no business outcome.
-		err := st.InsertOrder(ctx, order("00000000-0000-7000-8000-000000000001", "someone-else"), "", 0)
+		err := st.InsertOrder(ctx, OrderWrite{Order: order("00000000-0000-7000-8000-000000000001", "someone-else")}, 0)
 		if err == nil || errors.Is(err, stock.ErrAlreadyPurchased) || errors.Is(err, stock.ErrIdempotencyConflict) {
 			t.Errorf("same order id: got %v, want an error that is neither a purchase nor a key clash", err)
 		}

@@ -37,13 +37,34 @@ func (r *itemRow) item() *stock.Item {
 	}
 }
 
-// CreateItem inserts it and fills in its id and timestamps.
-func (s *Store) CreateItem(ctx context.Context, it *stock.Item) error {
+// CreateItem inserts it and fills in its id and timestamps. with, when
+// not nil, writes in the same transaction (an item's waiting room): both
+// are stored, or neither.
+func (s *Store) CreateItem(ctx context.Context, it *stock.Item, with WithItem) error {
 	now := Now()
 	row := itemRow{Name: it.Name, PriceCents: it.PriceCents, Stock: it.Stock, Strategy: it.Strategy,
 		Buckets: max(1, it.Buckets), StartsAt: utcPtr(it.StartsAt), EndsAt: utcPtr(it.EndsAt), CreatedAt: now, UpdatedAt: now}
-	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		return dbError("create item", err)
+	if with == nil {
+		if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+			return dbError("create item", err)
+		}
+		*it = *row.item()
+		return nil
+	}
+	var inner error
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			inner = dbError("create item", err)
+			return inner
+		}
+		inner = with(ctx, tx, row.ID)
+		return inner
+	})
+	if err != nil {
+		if inner == nil {
+			return dbError("create item", err) // BEGIN or COMMIT
+		}
+		return err
 	}
 	*it = *row.item()
 	return nil
@@ -152,19 +173,6 @@ func (s *Store) LockFence(ctx context.Context, itemID int64) (int64, error) {
 		return 0, dbError("read lock fence", err)
 	}
 	return fence, nil
-}
-
-// Remaining reads stock - sold.
-func (s *Store) Remaining(ctx context.Context, itemID int64) (int64, error) {
-	var left int64
-	err := s.sql.QueryRowContext(ctx, "SELECT stock - sold FROM items WHERE id = ?", itemID).Scan(&left)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
-	}
-	if err != nil {
-		return 0, dbError("read remaining", err)
-	}
-	return left, nil
 }
 
 // oneRow reads whether a conditional UPDATE of one row changed it.

@@ -72,35 +72,36 @@ var ErrBatchRefused = errors.New("batch refused")
 type OrderWrite struct {
 	Order *stock.Order
 	Key   string
+	// Pass: the order carries a verified waiting-room pass
+	// (stock.OrderRequest.Pass); without one, an item whose room is on
+	// refuses it.
+	Pass bool
 }
 
-// InsertOrder writes o and takes one unit of its item in one transaction.
-// The UPDATE's WHERE clause is what makes oversell impossible; rows affected
-// is checked. fence, when positive, must be no older than the item's last
-// fence: the same lease may write many times, an older one never again.
-// The order row goes first so the hot items row is locked for as short a
-// time as possible.
-func (s *Store) InsertOrder(ctx context.Context, o *stock.Order, idemKey string, fence int64) error {
+// InsertOrder writes w's order and takes one unit of its item in one
+// transaction. The UPDATE's WHERE clause is what makes oversell impossible;
+// rows affected is checked. fence, when positive, must be no older than the
+// item's last fence: the same lease may write many times, an older one never
+// again. An order without a pass (w.Pass false) takes no unit of an item
+// whose waiting room is on (stock.ErrPassRequired): the same UPDATE checks
+// item_rooms. The order row goes first so the hot items row is locked for
+// as short a time as possible.
+func (s *Store) InsertOrder(ctx context.Context, w OrderWrite, fence int64) error {
+	o := w.Order
 	now := Now()
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, insertOrders+rowsOf(1, orderColumns), orderValues(nil, o.ID, o.ItemID, o.UserID, idemKey, s.deadline(now), now, now)...)
+		_, err := tx.ExecContext(ctx, insertOrders+rowsOf(1, orderColumns), orderValues(nil, o.ID, o.ItemID, o.UserID, w.Key, s.deadline(now), now, now)...)
 		if err != nil {
 			return insertError(err)
 		}
-		var res sql.Result
-		if fence > 0 {
-			res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + 1, lock_fence = ?, updated_at = ? WHERE id = ? AND sold < stock AND lock_fence <= ?",
-				fence, now, o.ItemID, fence)
-		} else {
-			res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + 1, updated_at = ? WHERE id = ? AND sold < stock", now, o.ItemID)
-		}
+		res, err := tx.ExecContext(ctx, takeUnits(fence > 0, !w.Pass), takeArgs(1, fence, now, o.ItemID, !w.Pass)...)
 		if err != nil {
 			return dbError("take unit", err)
 		}
 		if taken, err := oneRow(res, "take unit"); err != nil {
 			return err
 		} else if !taken {
-			return whyNotTaken(ctx, tx, o.ItemID, fence)
+			return whyNotTaken(ctx, tx, o.ItemID, fence, !w.Pass)
 		}
 		return nil
 	})
@@ -111,15 +112,68 @@ func (s *Store) InsertOrder(ctx context.Context, o *stock.Order, idemKey string,
 	return nil
 }
 
-// whyNotTaken tells, inside the failed transaction, why no unit was taken.
-func whyNotTaken(ctx context.Context, tx *sql.Tx, itemID, fence int64) error {
+// takeUnits is the UPDATE that takes units of an item for orders: sold +
+// k <= stock, with a fence no older than the item's when fenced, and no
+// waiting room when some order has no pass (roomless). Built once.
+func takeUnits(fenced, roomless bool) string { return takeUnitsSQL[b2i(fenced)][b2i(roomless)] }
+
+var takeUnitsSQL = func() (q [2][2]string) {
+	for f := range 2 {
+		for r := range 2 {
+			s := "UPDATE items SET sold = sold + ?, updated_at = ?"
+			if f == 1 {
+				s += ", lock_fence = ?"
+			}
+			s += " WHERE id = ? AND sold + ? <= stock"
+			if f == 1 {
+				s += " AND lock_fence <= ?"
+			}
+			if r == 1 {
+				s += noRoom
+			}
+			q[f][r] = s
+		}
+	}
+	return q
+}()
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// takeArgs are takeUnits' arguments, in its order.
+func takeArgs(k int, fence int64, now time.Time, itemID int64, roomless bool) []any {
+	args := []any{k, now}
+	if fence > 0 {
+		args = append(args, fence)
+	}
+	args = append(args, itemID, k)
+	if fence > 0 {
+		args = append(args, fence)
+	}
+	if roomless {
+		args = append(args, itemID)
+	}
+	return args
+}
+
+// whyNotTaken tells, inside the failed transaction, why no unit was taken;
+// roomless: the order had no pass, so the item's room refuses it.
+func whyNotTaken(ctx context.Context, tx *sql.Tx, itemID, fence int64, roomless bool) error {
 	var sold, units, lastFence int64
-	err := tx.QueryRowContext(ctx, "SELECT sold, stock, lock_fence FROM items WHERE id = ?", itemID).Scan(&sold, &units, &lastFence)
+	var roomed bool
+	err := tx.QueryRowContext(ctx, "SELECT sold, stock, lock_fence, "+roomExists+" FROM items WHERE id = ?", itemID, itemID).
+		Scan(&sold, &units, &lastFence, &roomed)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
 	case err != nil:
 		return dbError("read item", err)
+	case roomless && roomed:
+		return fmt.Errorf("item %d: %w", itemID, stock.ErrPassRequired)
 	case sold >= units:
 		return stock.ErrSoldOut
 	case fence > 0 && lastFence > fence:
@@ -158,10 +212,10 @@ func fenceStaleError(fence, lastFence int64) error {
 
 // InsertBatch writes every order of a batch of one item and takes
 // len(batch) units in one transaction: the same guard as one order,
-// sold + k <= stock, with rows affected checked. Any refusal rolls the
-// whole batch back: ErrFenceStale when fence is older than the item's
-// (no part of the batch can be written with it), ErrBatchRefused
-// otherwise. A failed COMMIT is ErrMaybeCommitted.
+// sold + k <= stock (and no waiting room when an order has no pass), with
+// rows affected checked. Any refusal rolls the whole batch back:
+// ErrFenceStale when fence is older than the item's (no part of the batch
+// can be written with it), ErrBatchRefused otherwise. A failed COMMIT is ErrMaybeCommitted.
 // progress, when not nil, is called after each statement (the shop's stall
 // watch).
 func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Time, fence int64, progress func()) error {
@@ -183,16 +237,12 @@ func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Ti
 			}
 			return insertError(err)
 		}
-		k := len(batch)
 		itemID := batch[0].Order.ItemID
-		var res sql.Result
-		if fence > 0 {
-			res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, lock_fence = ?, updated_at = ? WHERE id = ? AND sold + ? <= stock AND lock_fence <= ?",
-				k, fence, now, itemID, k, fence)
-		} else {
-			res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, updated_at = ? WHERE id = ? AND sold + ? <= stock",
-				k, now, itemID, k)
+		roomless := false
+		for _, w := range batch {
+			roomless = roomless || !w.Pass
 		}
+		res, err := tx.ExecContext(ctx, takeUnits(fence > 0, roomless), takeArgs(len(batch), fence, now, itemID, roomless)...)
 		progress()
 		if err != nil {
 			return dbError("take units", err)

@@ -25,11 +25,11 @@ func TestPersistQueuedSettlesEveryOrder(t *testing.T) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
 		it := &stock.Item{Name: "queued", Stock: 4, Strategy: stock.StrategyLuaAsync}
-		if err := st.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it, nil); err != nil {
 			t.Fatal(err)
 		}
 		// An earlier order holds user "early" and key "shared".
-		if err := st.InsertOrder(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "early"}, "shared", 0); err != nil {
+		if err := st.InsertOrder(ctx, OrderWrite{Order: &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "early"}, Key: "shared"}, 0); err != nil {
 			t.Fatal(err)
 		}
 
@@ -144,7 +144,7 @@ func TestPersistQueuedFailedOrderStaysFailed(t *testing.T) {
 		ctx := context.Background()
 		st := newTestStore(t, b, nil)
 		it := &stock.Item{Name: "queued", Stock: 1, Strategy: stock.StrategyLuaAsync}
-		if err := st.CreateItem(ctx, it); err != nil {
+		if err := st.CreateItem(ctx, it, nil); err != nil {
 			t.Fatal(err)
 		}
 		a, late := newQueued(it.ID, "a", ""), newQueued(it.ID, "late", "k-late")

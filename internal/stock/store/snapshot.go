@@ -19,6 +19,7 @@ type Buyers struct {
 	Live      int64             // order rows not cancelled
 	Failed    int64             // orders recorded as failed
 	Cancelled []string          // ids of cancelled orders: their units are back (released)
+	Roomed    bool              // the item has a waiting room (item_rooms)
 }
 
 // BuyersSnapshot reads an item's Buyers.
@@ -34,8 +35,9 @@ func (s *Store) BuyersSnapshot(ctx context.Context, id int64) (Buyers, error) {
 func buyersIn(ctx context.Context, tx *sql.Tx, id int64) (b Buyers, err error) {
 	it := &stock.Item{ID: id}
 	var startsAt, endsAt *time.Time
-	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, buckets, starts_at, ends_at FROM items WHERE id = ?", id).
-		Scan(&it.Stock, &it.Sold, &it.Strategy, &it.Buckets, &startsAt, &endsAt)
+	var roomed bool
+	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, buckets, starts_at, ends_at, "+roomExists+" FROM items WHERE id = ?", id, id).
+		Scan(&it.Stock, &it.Sold, &it.Strategy, &it.Buckets, &startsAt, &endsAt, &roomed)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return b, fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
@@ -43,7 +45,7 @@ func buyersIn(ctx context.Context, tx *sql.Tx, id int64) (b Buyers, err error) {
 		return b, dbError("read item", err)
 	}
 	it.StartsAt, it.EndsAt = startsAt, endsAt
-	b = Buyers{Item: it, Users: map[string]string{}, Done: map[string]bool{}}
+	b = Buyers{Item: it, Users: map[string]string{}, Done: map[string]bool{}, Roomed: roomed}
 	rows, err := tx.QueryContext(ctx, "SELECT id, user_id, status, 0 FROM orders WHERE item_id = ? UNION ALL SELECT id, user_id, '', 1 FROM order_failures WHERE item_id = ?", id, id)
 	if err != nil {
 		return b, dbError("read buyers", err)

@@ -22,7 +22,8 @@ local new_released = KEYS[6]  -- staged: the cancelled orders released here (may
 local first_void = 7          -- KEYS[7..]: the void marker of each held reservation below
 local stock, taken, starts, ends = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4] -- taken counts every held reservation below
 local built, epoch = ARGV[5], ARGV[6]
-local first_held = 7          -- ARGV[7..]: pairs (user, order id) of the held reservations to keep
+local roomed = ARGV[7]        -- '1': a lua-async item with a waiting room (room.go); '' otherwise
+local first_held = 8          -- ARGV[8..]: pairs (user, order id) of the held reservations to keep
 
 local kept = 0
 local reply = {'built', 0} -- then the kept orders' ids
@@ -56,5 +57,8 @@ redis.call('DEL', moves_out)
 redis.call('DEL', meta)
 redis.call('HSET', meta, 'stock', stock, 'taken', taken, 'starts', starts, 'ends', ends,
   'soldout', '', 'built', built, 'epoch', epoch)
+if roomed == '1' then
+  redis.call('HSET', meta, 'room', '1')
+end
 reply[2] = kept
 return reply

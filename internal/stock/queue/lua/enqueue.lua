@@ -5,10 +5,12 @@
 -- Stream fields: see entry.go (FieldOrder, FieldUser, FieldKey, FieldTime,
 -- FieldEpoch); change both together.
 -- Replies {status, order id}: 'ok', 'replay' (the key names that order),
--- 'conflict', 'missing' (no gate: build it and run this again), or a
+-- 'conflict', 'missing' (no gate: build it and run this again), 'room'
+-- (the item has a waiting room and the order no verified pass), or a
 -- refusal() status.
 local meta = KEYS[1]    -- stock, taken, starts, ends, soldout, epoch (the queue epoch
-                        -- each entry carries, see migrations/*/00004)
+                        -- each entry carries, see migrations/*/00004), room (the
+                        -- item's waiting room is on, see gate/room.go)
 local buyers = KEYS[2]  -- user id -> order id
 local stream = KEYS[3]  -- the item's order stream
 local marker = KEYS[4]  -- the queued order's marker, in the item's slot (see Keys.Queued)
@@ -21,6 +23,7 @@ local key = ARGV[4]     -- '' = none
 local idem_ttl = ARGV[5]   -- seconds
 local marker_ttl = ARGV[6] -- seconds
 local item = ARGV[7]       -- the item id, the index's value
+local pass = ARGV[10]      -- '1': the order carries a pass the caller verified
 local idem, index
 local n = 5
 if ARGV[8] == '1' then     -- the Idempotency-Key, "user|order id"
@@ -47,13 +50,16 @@ if idem then
     end
   end
 end
-local m = redis.call('HMGET', meta, 'stock', 'taken', 'starts', 'ends', 'soldout', 'epoch')
+local m = redis.call('HMGET', meta, 'stock', 'taken', 'starts', 'ends', 'soldout', 'epoch', 'room')
 if not m[1] then
   return {'missing', ''}
 end
 local prev = redis.call('HGET', buyers, user)
 if prev == order then
   return {'ok', prev}
+end
+if m[7] and pass ~= '1' then
+  return {'room', ''}
 end
 local why = refusal(m, prev, tonumber(now))
 if why == 'dup' then

@@ -1,0 +1,53 @@
+package rooms
+
+import (
+	"context"
+
+	"github.com/seckill/seckill/internal/room"
+)
+
+// What this process knows of the rooms (Roomed) is a copy, reloaded every
+// second: the order path checks passes from it, cheaply, but the sale
+// itself enforces the database's rooms (shop: the order's transaction, or
+// lua-async's room mark in the gate). An order this process let through
+// without a pass, for a room set up on another instance a moment ago, is
+// refused there; Refused then brings the copy up to date at once, so the
+// item's next orders are refused here, from memory. A pass sent for an
+// item not known to have a room is verified anyway (VerifyPass), so a
+// buyer admitted a moment ago buys through any instance.
+
+// Refused is told that the shop refused an order of item id for want of a
+// pass: the item has a room this process did not know of yet. passErr is
+// why the pass the order carried does not verify (nil: it carried none).
+// It counts the rejection and learns the rooms now (Learn).
+func (s *Service) Refused(ctx context.Context, id int64, passErr error) {
+	reason := "pass_required"
+	if passErr != nil {
+		reason = PassRejection(passErr)
+	}
+	s.obs.RoomPassRejected(reason)
+	s.Learn(ctx, id)
+}
+
+// Learn reloads the rooms now unless item id's is known here (one reload
+// for concurrent callers): the item was found to have a room this process
+// did not know of (a refusal, or a pass that bought it).
+func (s *Service) Learn(ctx context.Context, id int64) {
+	if s.Roomed(id) {
+		return
+	}
+	_, _, _ = s.reloading.Do("reload", func() (any, error) {
+		// Shared: not cut short by the first caller's client going away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*s.cfg.Reload)
+		defer cancel()
+		s.reloadNow(ctx)
+		return nil, nil
+	})
+}
+
+// VerifyPass verifies pass for item id and user like CheckPass, without
+// counting a rejection: for an order of an item not known here to have a
+// room, whose pass decides only whether the sale needs to check for one.
+func (s *Service) VerifyPass(id int64, user, pass string) (room.Pass, error) {
+	return s.pass.Verify(pass, id, user, s.cfg.Now())
+}
