@@ -65,7 +65,7 @@ func floor(ctx context.Context, st *store.Store, pid int, cfg floorConfig, each 
 	for _, c := range cfg.Conns {
 		for _, s := range cfg.Strategies {
 			it := &stock.Item{Name: fmt.Sprintf("floor-%s-c%d", s, c), Stock: cfg.Stock, Strategy: s}
-			if err := st.CreateItem(ctx, it); err != nil {
+			if err := st.CreateItem(ctx, it, nil); err != nil {
 				return err
 			}
 			cpu0 := cpuOrZero(pid)

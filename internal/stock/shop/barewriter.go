@@ -37,9 +37,11 @@ func NewBareWriter(st *store.Store, fenced bool) *BareWriter {
 // lua or lock order does once its gate or lock part is done: nil means o
 // is committed (and o holds what the database holds), stock.ErrSoldOut
 // that no unit was left, stock.ErrAlreadyPurchased that its user holds an
-// order of the item. key is its Idempotency-Key ("" for none).
+// order of the item. key is its Idempotency-Key ("" for none). o carries
+// no waiting-room pass, as an order of an item without a room: its UPDATE
+// checks item_rooms, as the service's does.
 func (b *BareWriter) Write(ctx context.Context, o *stock.Order, key string) error {
-	return b.w.write(ctx, o, key, nil)
+	return b.w.write(ctx, o, key, false, nil)
 }
 
 // Close lets the writers finish what is queued and waits for them.

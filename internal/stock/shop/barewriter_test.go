@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -26,11 +27,11 @@ func TestBareWriter(t *testing.T) {
 			if fenced {
 				it.Strategy = stock.StrategyLock
 			}
-			if err := st.CreateItem(ctx, it); err != nil {
+			if err := st.CreateItem(ctx, it, nil); err != nil {
 				t.Fatal(err)
 			}
 			if fenced { // another holder wrote with fence 100
-				if err := st.InsertOrder(ctx, &stock.Order{ID: uuid.Must(uuid.NewV7()).String(), ItemID: it.ID, UserID: "other"}, "", 100); err != nil {
+				if err := st.InsertOrder(ctx, store.OrderWrite{Order: &stock.Order{ID: uuid.Must(uuid.NewV7()).String(), ItemID: it.ID, UserID: "other"}}, 100); err != nil {
 					t.Fatal(err)
 				}
 			}
