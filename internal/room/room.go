@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/internal/stock"
 )
 
 // RedisClient is what a Room needs of go-redis: a Client, a ClusterClient
@@ -112,21 +110,6 @@ type Status struct {
 	// Pass is the signed pass of an admitted ticket, when Options.PassKey is
 	// set.
 	Pass string
-}
-
-// Join gives user a place in line, or the place user already has: one
-// place per user, whatever the number of calls or instances. It is
-// ErrSoldOut once the room closed, ErrNoRoom without a room.
-func (r *Room) Join(ctx context.Context, userID string, now time.Time) (Status, error) {
-	if !stock.ValidUserID(userID) {
-		return Status{}, fmt.Errorf("%w: user id %q", ErrInvalid, userID)
-	}
-	k := r.k
-	v, err := joinScript.Run(ctx, r.rdb, []string{k.meta, k.tickets, k.rank, k.live, k.used, k.users}, userID, now.UnixMilli()).Slice()
-	if err != nil {
-		return Status{}, unavailable(err)
-	}
-	return r.status(v, now)
 }
 
 // Status is ticket's state and place at now.

@@ -26,8 +26,9 @@ type Ticket struct {
 }
 
 // Join gives user a place in item v's line (the place the user has, when
-// joining again). Errors: ErrNoWaitingRoom, stock.ErrSoldOut, and
-// stock.ErrUnavailable for Redis.
+// joining again), in a batch with the joins arriving meanwhile (join.go).
+// Errors: ErrNoWaitingRoom, stock.ErrSoldOut, and stock.ErrUnavailable for
+// Redis.
 func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ticket, error) {
 	e := s.entry(v.ID)
 	if e == nil {
@@ -40,13 +41,12 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 			return nil, roomErr(err)
 		}
 	}
-	now := s.cfg.Now()
-	st, err := e.room.Join(rctx, user, now)
+	st, now, err := e.joins.join(rctx, user)
 	if errors.Is(err, room.ErrNoRoom) {
 		e.ready.Store(false)
 	}
 	if err != nil {
-		return nil, roomErr(err)
+		return nil, joinErr(err)
 	}
 	e.noteJoin(st.Ticket, now, v.StartsAt)
 	return s.ticket(v, st, now), nil

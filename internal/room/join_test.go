@@ -1,0 +1,78 @@
+package room_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/room"
+)
+
+// JoinMany answers each user as Join would, in one call: a user named
+// twice gets one ticket, a bad id is refused alone, a user who joined
+// before keeps the place, and an admitted one gets the pass; without the
+// room or once it closed, every user hears so.
+func TestJoinMany(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		r := e.room(t, &room.Options{PassKey: room.GeneratePassKey()})
+		if res, err := r.JoinMany(ctx, []string{"ann", "ben"}, t0); err != nil || !errors.Is(res[0].Err, room.ErrNoRoom) || !errors.Is(res[1].Err, room.ErrNoRoom) {
+			t.Fatalf("JoinMany without a room: %v, %+v; want ErrNoRoom each", err, res)
+		}
+		seed := room.NewSeed()
+		setUp(t, r, seed, time.Minute)
+		join(t, r, "old", t0)
+
+		res, err := r.JoinMany(ctx, []string{"ann", "a b", "old", "ben", "ann"}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []struct {
+			user   string
+			ticket int64
+		}{{"ann", 2}, {"", 0}, {"old", 1}, {"ben", 3}, {"ann", 2}}
+		for i, w := range want {
+			got := res[i]
+			if w.user == "" {
+				if !errors.Is(got.Err, room.ErrInvalid) {
+					t.Errorf("entry %d (a bad id): %v, want ErrInvalid", i, got.Err)
+				}
+				continue
+			}
+			if got.Err != nil || got.Status.User != w.user || got.Status.Ticket != w.ticket || got.Status.State != room.StateWaiting {
+				t.Errorf("entry %d: %+v %v, want %s waiting with ticket %d", i, got.Status, got.Err, w.user, w.ticket)
+			}
+		}
+		if res[4].Status.Waiting != 3 {
+			t.Errorf("waiting after the batch: %d, want 3", res[4].Status.Waiting)
+		}
+		if res, err := r.JoinMany(ctx, []string{"a b"}, t0); err != nil || !errors.Is(res[0].Err, room.ErrInvalid) {
+			t.Errorf("JoinMany of a bad id alone: %v, %v; want ErrInvalid and no call", err, res)
+		}
+
+		if err := r.Open(ctx, seed); err != nil {
+			t.Fatal(err)
+		}
+		first := admit(t, r, at(999), 1, 10).Tickets[0]
+		who := status(t, r, first, at(999)).User
+		res, err = r.JoinMany(ctx, []string{"late", who}, at(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := res[0].Status; res[0].Err != nil || s.Ticket != 4 || s.Position != 3 || !s.Drawn {
+			t.Errorf("a join after the opening: %+v %v, want ticket 4 at position 3", s, res[0].Err)
+		}
+		if s := res[1].Status; res[1].Err != nil || s.Ticket != first || s.State != room.StateAdmitted || s.Pass == "" {
+			t.Errorf("the admitted user joins again: %+v %v, want ticket %d admitted with its pass", s, res[1].Err, first)
+		}
+
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res, err = r.JoinMany(ctx, []string{"new", "ann"}, at(1000))
+		if err != nil || !errors.Is(res[0].Err, room.ErrSoldOut) || !errors.Is(res[1].Err, room.ErrSoldOut) {
+			t.Errorf("JoinMany once closed: %v, %+v; want ErrSoldOut each", err, res)
+		}
+	})
+}
