@@ -10,27 +10,61 @@ local now_ms = tonumber(ARGV[1])
 -- Reply: one entry per user, in order: ticket_status's reply and the
 -- ticket, or {'noroom'} / {'sold_out'} for every user when the room is
 -- missing or closed.
+local m = room_meta(meta)
 local refusal
-if redis.call('EXISTS', meta) == 0 then
+if not m[1] then
   refusal = 'noroom'
-elseif redis.call('HGET', meta, 'closed') == '1' then
+elseif m[2] == '1' then
   refusal = 'sold_out'
 end
 local out = {}
+if refusal then
+  for i = 2, #ARGV do out[i - 1] = {refusal} end
+  return out
+end
+
+-- The one trick: a new ticket's status needs no reads. Its number is past
+-- every admitted serve number (admission stops at seq), and past the
+-- pre-queue once the opening froze it: before the opening it waits
+-- undrawn, after it it waits at its own number. So new tickets are
+-- counted here and written together at the end; a user met again in this
+-- call finds theirs in fresh.
+local phase, head, rate = m[1], tonumber(m[4]), tonumber(m[5]) or 0
+local seq = tonumber(m[6])
+local fresh, new_users, new_tickets = {}, {}, {}
+local function write()
+  if #new_users == 0 then return end
+  redis.call('HSET', meta, 'seq', seq)
+  redis.call('HSET', users, unpack(new_users))
+  redis.call('HSET', tickets, unpack(new_tickets))
+  new_users, new_tickets = {}, {}
+end
 for i = 2, #ARGV do
-  if refusal then
-    out[i - 1] = {refusal}
-  else
-    local user = ARGV[i]
-    local ticket = redis.call('HGET', users, user)
-    if not ticket then
-      ticket = redis.call('HINCRBY', meta, 'seq', 1)
-      redis.call('HSET', users, user, ticket)
-      redis.call('HSET', tickets, ticket, user)
+  local user = ARGV[i]
+  local t = fresh[user]
+  local old = nil
+  if not t then old = redis.call('HGET', users, user) end
+  if not t and not old then
+    seq = seq + 1
+    t = seq
+    fresh[user] = t
+    local n = #new_users
+    new_users[n + 1], new_users[n + 2] = user, t
+    new_tickets[n + 1], new_tickets[n + 2] = t, user
+    if n + 2 >= 1000 then write() end -- unpack's bound
+  end
+  if t then
+    if phase == 'pre' then
+      out[i - 1] = {'waiting', 0, user, 0, rate, seq - head, 0, t}
+    else
+      out[i - 1] = {'waiting', t - head, user, 0, rate, seq - head, 1, t}
     end
-    local st = ticket_status(meta, tickets, rank, live, used, ticket, now_ms)
-    table.insert(st, tonumber(ticket))
+  else
+    m[6] = seq
+    local st = ticket_status(m, tickets, rank, live, used, old, now_ms)
+    table.insert(st, tonumber(old))
     out[i - 1] = st
   end
 end
+write()
 return out
