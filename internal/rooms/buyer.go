@@ -34,14 +34,16 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 	if e == nil {
 		return nil, ErrNoWaitingRoom
 	}
-	rctx, cancel := s.redisCtx(ctx)
-	defer cancel()
 	if !e.ready.Load() {
-		if err := s.setup(rctx, e); err != nil {
+		rctx, cancel := s.redisCtx(ctx)
+		err := s.setup(rctx, e)
+		cancel()
+		if err != nil {
 			return nil, roomErr(err)
 		}
 	}
-	st, now, err := e.joins.join(rctx, user)
+	st, now, err := e.joins.join(ctx, user) // bounded by RedisTimeout
+
 	if errors.Is(err, room.ErrNoRoom) {
 		e.ready.Store(false)
 	}

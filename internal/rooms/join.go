@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill/seckill/internal/room"
@@ -25,11 +26,12 @@ import (
 // Every rule of a join stays the script's: one place per user (the same
 // user twice in a batch, or in two instances' batches, gets one ticket),
 // noroom and sold_out for every join of the batch, an invalid id refused
-// alone. A caller waits for its answer at most its context's time (the
-// Service's RedisTimeout): it gives up alone, the batch goes on for the
-// others, and a join it left in a batch may still run (joining again then
-// finds that place). A batch is bounded by RedisTimeout too, so a stalled
-// Redis fails every waiter within that bound.
+// alone. A caller waits for its answer at most the Service's RedisTimeout
+// (or until its context ends): it gives up alone, the batch goes on for
+// the others, a join still queued is not sent, and one already sent may
+// still run (joining again then finds that place). A batch is bounded by
+// RedisTimeout too, so a stalled Redis fails every waiter within that
+// bound, each with a 503.
 
 // maxJoinBatch is the most joins one script call carries: enough for a
 // stampede's arrivals during one call, small enough that one script run
@@ -52,6 +54,7 @@ type joinBatcher struct {
 type joinCall struct {
 	ctx  context.Context
 	user string
+	gone atomic.Bool // its caller stopped waiting
 	done chan struct{}
 	// Set before done closes.
 	st  room.Status
@@ -63,7 +66,8 @@ type joinCall struct {
 var errShuttingDown = fmt.Errorf("waiting room: shutting down: %w", stock.ErrUnavailable)
 
 // join puts user in the room through the next batch and waits for the
-// answer, or for ctx.
+// answer, for ctx, or for the batcher's timeout (a timer, not a context:
+// cheaper, and a join needs no more).
 func (j *joinBatcher) join(ctx context.Context, user string) (room.Status, time.Time, error) {
 	c := &joinCall{ctx: ctx, user: user, done: make(chan struct{})}
 	j.mu.Lock()
@@ -78,12 +82,19 @@ func (j *joinBatcher) join(ctx context.Context, user string) (room.Status, time.
 		j.sending = true
 	}
 	j.mu.Unlock()
+	timer := time.NewTimer(j.timeout)
+	defer timer.Stop()
+	var err error
 	select {
 	case <-c.done:
 		return c.st, c.at, c.err
 	case <-ctx.Done():
-		return room.Status{}, time.Time{}, ctx.Err()
+		err = ctx.Err()
+	case <-timer.C:
+		err = fmt.Errorf("waiting room: %w: no answer from redis within %v: %w", stock.ErrUnavailable, j.timeout, context.DeadlineExceeded)
 	}
+	c.gone.Store(true) // not sent if still queued
+	return room.Status{}, time.Time{}, err
 }
 
 // run sends batches until the queue is empty.
@@ -114,7 +125,7 @@ func (j *joinBatcher) run() {
 func (j *joinBatcher) send(batch []*joinCall, users []string) {
 	live := batch[:0]
 	for _, c := range batch {
-		if c.ctx.Err() != nil {
+		if c.gone.Load() || c.ctx.Err() != nil {
 			continue // its caller has gone: nothing to send
 		}
 		live = append(live, c)
