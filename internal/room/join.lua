@@ -27,8 +27,8 @@ end
 -- every admitted serve number (admission stops at seq), and past the
 -- pre-queue once the opening froze it: before the opening it waits
 -- undrawn, after it it waits at its own number. So new tickets are
--- counted here and written together at the end; a user met again in this
--- call finds theirs in fresh.
+-- counted here and written together at the end (HSET takes many fields);
+-- a user met again in this call finds theirs in fresh.
 local phase, head, rate = m[1], tonumber(m[4]), tonumber(m[5]) or 0
 local seq = tonumber(m[6])
 local fresh, new_users, new_tickets = {}, {}, {}
@@ -39,11 +39,15 @@ local function write()
   redis.call('HSET', tickets, unpack(new_tickets))
   new_users, new_tickets = {}, {}
 end
+-- Every user's ticket from before this call, in a few HMGETs (false: none).
+local had = {}
+for from = 2, #ARGV, 500 do
+  local got = redis.call('HMGET', users, unpack(ARGV, from, math.min(from + 499, #ARGV)))
+  for k = 1, #got do had[from + k - 1] = got[k] end
+end
 for i = 2, #ARGV do
   local user = ARGV[i]
-  local t = fresh[user]
-  local old = nil
-  if not t then old = redis.call('HGET', users, user) end
+  local t, old = fresh[user], had[i] -- at most one is set
   if not t and not old then
     seq = seq + 1
     t = seq

@@ -3,6 +3,7 @@ package room_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,6 +51,32 @@ func TestJoinMany(t *testing.T) {
 		if res, err := r.JoinMany(ctx, []string{"a b"}, t0); err != nil || !errors.Is(res[0].Err, room.ErrInvalid) {
 			t.Errorf("JoinMany of a bad id alone: %v, %v; want ErrInvalid and no call", err, res)
 		}
+		// A long call (the script reads and writes in parts of 500): 1,200
+		// new users, each named twice, and one who joined before.
+		var many []string
+		for i := range 1200 {
+			many = append(many, fmt.Sprintf("m%d", i))
+		}
+		many = append(append(many, many...), "ben")
+		res, err = r.JoinMany(ctx, many, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, u := range many {
+			want := int64(4 + i%1200)
+			if u == "ben" {
+				want = 3
+			}
+			if res[i].Err != nil || res[i].Status.Ticket != want || res[i].Status.User != u {
+				t.Fatalf("long call, entry %d (%s): ticket %d of %s (%v), want %d", i, u, res[i].Status.Ticket, res[i].Status.User, res[i].Err, want)
+			}
+		}
+		if s := status(t, r, 1203, t0); s.User != "m1199" || s.Waiting != 1203 {
+			t.Errorf("ticket 1203 after the long call: %s, %d waiting; want m1199, 1203", s.User, s.Waiting)
+		}
+		if s := join(t, r, "m600", t0); s.Ticket != 604 {
+			t.Errorf("m600 joins again: ticket %d, want 604", s.Ticket)
+		}
 
 		if err := r.Open(ctx, seed); err != nil {
 			t.Fatal(err)
@@ -60,8 +87,8 @@ func TestJoinMany(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := res[0].Status; res[0].Err != nil || s.Ticket != 4 || s.Position != 3 || !s.Drawn {
-			t.Errorf("a join after the opening: %+v %v, want ticket 4 at position 3", s, res[0].Err)
+		if s := res[0].Status; res[0].Err != nil || s.Ticket != 1204 || s.Position != 1203 || !s.Drawn || s.Waiting != 1203 {
+			t.Errorf("a join after the opening: %+v %v, want ticket 1204 at position 1203 of 1203 waiting", s, res[0].Err)
 		}
 		if s := res[1].Status; res[1].Err != nil || s.Ticket != first || s.State != room.StateAdmitted || s.Pass == "" {
 			t.Errorf("the admitted user joins again: %+v %v, want ticket %d admitted with its pass", s, res[1].Err, first)
