@@ -46,24 +46,54 @@ func (r *Room) JoinMany(ctx context.Context, users []string, now time.Time) ([]J
 		return res, nil
 	}
 	k := r.k
-	v, err := joinScript.Run(ctx, r.rdb, []string{k.meta, k.tickets, k.rank, k.live, k.used, k.users}, args...).Slice()
+	v, err := joinScript.Run(ctx, r.rdb, []string{k.meta, k.tickets, k.rank, k.live, k.used, k.users}, args...).Result()
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	if len(v) != len(args)-1 {
-		return nil, unavailable(fmt.Errorf("join script answered %d users of %d", len(v), len(args)-1))
+	if code, ok := v.(string); ok { // the whole call refused
+		var err error
+		switch code {
+		case "noroom":
+			err = ErrNoRoom
+		case "sold_out":
+			err = ErrSoldOut
+		default:
+			return nil, unavailable(fmt.Errorf("unexpected join script reply %q", code))
+		}
+		for i := range res {
+			if res[i].Err == nil {
+				res[i].Err = err
+			}
+		}
+		return res, nil
 	}
+	reply, _ := v.([]any)
+	var hdr, entries []any
+	if len(reply) == 2 {
+		hdr, _ = reply[0].([]any)
+		entries, _ = reply[1].([]any)
+	}
+	if len(hdr) != 3 || len(entries) != len(args)-1 {
+		return nil, unavailable(fmt.Errorf("unexpected join script reply %v", v))
+	}
+	drawn, head, rate := hdr[0].(int64) == 1, hdr[1].(int64), hdr[2].(int64)
 	j := 0
 	for i := range res {
 		if res[i].Err != nil {
 			continue
 		}
-		e, ok := v[j].([]any)
-		j++
-		if !ok || len(e) == 0 {
+		switch e := entries[j].(type) {
+		case int64: // a new ticket
+			res[i].Status = Status{Ticket: e, State: StateWaiting, Drawn: drawn, Waiting: e - head, User: users[i], ETASeconds: -1}
+			if drawn {
+				res[i].Status.setPlace(e-head, rate)
+			}
+		case []any:
+			res[i].Status, res[i].Err = r.status(e, now)
+		default:
 			return nil, unavailable(fmt.Errorf("unexpected join script reply %v", v))
 		}
-		res[i].Status, res[i].Err = r.status(e, now)
+		j++
 		if res[i].Err == nil && res[i].Status.User != users[i] {
 			return nil, unavailable(fmt.Errorf("join script gave ticket %d of %q to %q", res[i].Status.Ticket, res[i].Status.User, users[i]))
 		}

@@ -7,29 +7,25 @@ local meta, tickets, rank, live, used, users = KEYS[1], KEYS[2], KEYS[3], KEYS[4
 local now_ms = tonumber(ARGV[1])
 -- ARGV[2..]: the users.
 
--- Reply: one entry per user, in order: ticket_status's reply and the
--- ticket, or {'noroom'} / {'sold_out'} for every user when the room is
--- missing or closed.
+-- Reply: {{drawn, head, rate}, entries}, an entry per user in order: a new
+-- ticket's number alone (its status follows from it and the first three:
+-- see below), or else ticket_status's reply and the ticket. A missing or
+-- closed room: 'noroom' or 'sold_out' alone, for all.
 local m = room_meta(meta)
-local refusal
-if not m[1] then
-  refusal = 'noroom'
-elseif m[2] == '1' then
-  refusal = 'sold_out'
-end
+if not m[1] then return 'noroom' end
+if m[2] == '1' then return 'sold_out' end
 local out = {}
-if refusal then
-  for i = 2, #ARGV do out[i - 1] = {refusal} end
-  return out
-end
 
--- The one trick: a new ticket's status needs no reads. Its number is past
--- every admitted serve number (admission stops at seq), and past the
+-- The one trick: a new ticket's status needs no reads. Its number t is
+-- past every admitted serve number (admission stops at seq), and past the
 -- pre-queue once the opening froze it: before the opening it waits
--- undrawn, after it it waits at its own number. So new tickets are
--- counted here and written together at the end (HSET takes many fields);
--- a user met again in this call finds theirs in fresh.
+-- undrawn, after it it waits at its own number (position t - head), and
+-- t - head tickets wait when it is taken. So new tickets are counted here
+-- and written together at the end (HSET takes many fields); a user met
+-- again in this call finds theirs in fresh.
 local phase, head, rate = m[1], tonumber(m[4]), tonumber(m[5]) or 0
+local drawn = 1
+if phase == 'pre' then drawn = 0 end
 local seq = tonumber(m[6])
 local fresh, new_users, new_tickets = {}, {}, {}
 local function write()
@@ -48,21 +44,18 @@ end
 for i = 2, #ARGV do
   local user = ARGV[i]
   local t, old = fresh[user], had[i] -- at most one is set
-  if not t and not old then
-    seq = seq + 1
-    t = seq
-    fresh[user] = t
-    local n = #new_users
-    new_users[n + 1], new_users[n + 2] = user, t
-    new_tickets[n + 1], new_tickets[n + 2] = t, user
-    if n + 2 >= 1000 then write() end -- unpack's bound
-  end
   if t then
-    if phase == 'pre' then
-      out[i - 1] = {'waiting', 0, user, 0, rate, seq - head, 0, t}
-    else
-      out[i - 1] = {'waiting', t - head, user, 0, rate, seq - head, 1, t}
-    end
+    -- Named again in this call: as ticket_status would answer it (more
+    -- tickets wait now than when it was taken).
+    out[i - 1] = {'waiting', drawn * (t - head), user, 0, rate, seq - head, drawn, t}
+  elseif not old then
+    seq = seq + 1
+    fresh[user] = seq
+    local n = #new_users
+    new_users[n + 1], new_users[n + 2] = user, seq
+    new_tickets[n + 1], new_tickets[n + 2] = seq, user
+    if n + 2 >= 1000 then write() end -- unpack's bound
+    out[i - 1] = seq
   else
     m[6] = seq
     local st = ticket_status(m, tickets, rank, live, used, old, now_ms)
@@ -71,4 +64,4 @@ for i = 2, #ARGV do
   end
 end
 write()
-return out
+return {{drawn, head, rate}, out}

@@ -48,6 +48,9 @@ func TestJoinMany(t *testing.T) {
 		if res[4].Status.Waiting != 3 {
 			t.Errorf("waiting after the batch: %d, want 3", res[4].Status.Waiting)
 		}
+		for _, i := range []int{0, 2, 3, 4} {
+			sameAsStatus(t, r, res[i].Status, t0)
+		}
 		if res, err := r.JoinMany(ctx, []string{"a b"}, t0); err != nil || !errors.Is(res[0].Err, room.ErrInvalid) {
 			t.Errorf("JoinMany of a bad id alone: %v, %v; want ErrInvalid and no call", err, res)
 		}
@@ -93,6 +96,10 @@ func TestJoinMany(t *testing.T) {
 		if s := res[1].Status; res[1].Err != nil || s.Ticket != first || s.State != room.StateAdmitted || s.Pass == "" {
 			t.Errorf("the admitted user joins again: %+v %v, want ticket %d admitted with its pass", s, res[1].Err, first)
 		}
+		if res[0].Status.ETASeconds != 1203 {
+			t.Errorf("a join after the opening: ETA %d s, want 1203 (at 1 a second)", res[0].Status.ETASeconds)
+		}
+		sameAsStatus(t, r, res[0].Status, at(1000))
 
 		if err := r.Close(ctx); err != nil {
 			t.Fatal(err)
@@ -102,4 +109,16 @@ func TestJoinMany(t *testing.T) {
 			t.Errorf("JoinMany once closed: %v, %+v; want ErrSoldOut each", err, res)
 		}
 	})
+}
+
+// sameAsStatus checks a join's answer against Status of its ticket (the
+// script answers a new ticket without reading it back), all but Waiting,
+// which counts the tickets taken until the join.
+func sameAsStatus(t *testing.T, r *room.Room, got room.Status, now time.Time) {
+	t.Helper()
+	want := status(t, r, got.Ticket, now)
+	got.Waiting = want.Waiting
+	if got != want {
+		t.Errorf("join answered %+v, Status answers %+v", got, want)
+	}
 }

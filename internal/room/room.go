@@ -144,19 +144,13 @@ func (r *Room) status(v []any, now time.Time) (Status, error) {
 	}
 	s := Status{
 		State:      State(code),
-		Position:   v[1].(int64),
 		User:       v[2].(string),
 		ETASeconds: -1,
 		Waiting:    v[5].(int64),
 		Drawn:      v[6].(int64) == 1,
 		Ticket:     v[7].(int64),
 	}
-	if s.Position > 0 {
-		s.Ahead = s.Position - 1
-		if rate := v[4].(int64); rate > 0 {
-			s.ETASeconds = (s.Position + rate - 1) / rate
-		}
-	}
+	s.setPlace(v[1].(int64), v[4].(int64))
 	if s.State == StateAdmitted {
 		s.PassExpiry = time.UnixMilli(v[3].(int64))
 		if len(r.opt.PassKey.key) > 0 {
@@ -168,6 +162,18 @@ func (r *Room) status(v []any, now time.Time) (Status, error) {
 		}
 	}
 	return s, nil
+}
+
+// setPlace sets a waiting ticket's position (0: none) and what follows
+// from it at the last admission rate.
+func (s *Status) setPlace(position, rate int64) {
+	s.Position = position
+	if position > 0 {
+		s.Ahead = position - 1
+		if rate > 0 {
+			s.ETASeconds = (position + rate - 1) / rate
+		}
+	}
 }
 
 // Consume marks ticket's pass used, once its order was taken: its slot
