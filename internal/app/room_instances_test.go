@@ -11,8 +11,8 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// Two instances share one room: users join through either, and together
-// the instances admit at most R a second (counted from Redis: each live
+// Two instances share one room: users join through both at once (one
+// place each), and together the instances admit at most R a second (counted from Redis: each live
 // pass's score is its admission time plus the pass TTL), everyone once.
 func TestRoomTwoInstances(t *testing.T) {
 	b := testenv.Real(t)
@@ -32,18 +32,33 @@ func TestRoomTwoInstances(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Every user joins through both instances at once (their joins are
+	// batched on each): one place each, the same through both.
 	tickets := make([]roomTicket, users)
+	again := make([]roomTicket, users)
 	var wg sync.WaitGroup
 	for i := range users {
-		wg.Go(func() {
-			inst := a
-			if i%2 == 1 {
-				inst = c
-			}
-			tickets[i] = joinRoom(t, inst, id, fmt.Sprintf("user-%02d", i))
-		})
+		inst, other := a, c
+		if i%2 == 1 {
+			inst, other = c, a
+		}
+		user := fmt.Sprintf("user-%02d", i)
+		wg.Go(func() { tickets[i] = joinRoom(t, inst, id, user) })
+		wg.Go(func() { again[i] = joinRoom(t, other, id, user) })
 	}
 	wg.Wait()
+	numbers := map[int64]bool{}
+	for i := range tickets {
+		if tickets[i].Number != again[i].Number {
+			t.Errorf("user-%02d joined through both instances: tickets %d and %d, want one", i, tickets[i].Number, again[i].Number)
+		}
+		numbers[tickets[i].Number] = true
+	}
+	for n := int64(2); n <= users+1; n++ {
+		if !numbers[n] {
+			t.Errorf("ticket %d given to nobody: the users' tickets are not 2..%d", n, users+1)
+		}
+	}
 	for i, tk := range tickets {
 		// Polled through the other instance than the join's.
 		inst := c

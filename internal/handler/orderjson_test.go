@@ -29,8 +29,8 @@ func TestAppendOrderJSONMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// The fast path reads exactly what the strict decoder reads, and leaves
-// everything else to it.
+// The fast path reads exactly what the strict decoder reads, for an order
+// and for a join, and leaves everything else to it.
 func TestFastOrderBodyAgreesWithTheDecoder(t *testing.T) {
 	for _, body := range []string{
 		`{"user_id":"alice"}`, `{"user_id":"u.s_e:r@x-1"}`, `{"user_id":""}`, `{"user_id":"<b>&"}`,
@@ -38,22 +38,23 @@ func TestFastOrderBodyAgreesWithTheDecoder(t *testing.T) {
 		`{"user_id":"alice"}{"user_id":"bob"}`, `{"user_id":"ünicode"}`, `{"user_id":"a"} `, `{"user_id":"`,
 		`{"USER_ID":"alice"}`, `{"User_id":"alice"}`, `{"user_id":"a","user_id":"b"}`, `{"user_id":"a","USER_ID":"a"}`,
 		`{"user_id":"alice"},`, `{"user_id":"alice"}}`, `{"user_id":"a\"}`,
+		`{"user_id":"a","pow":{"challenge":"c","nonce":"1"}}`, `{"user_id":"a","pow":null}`, `{"pow":null,"user_id":"a"}`,
 	} {
-		var fast placeOrderRequest
-		took := fastOrderBody([]byte(body), &fast)
-		var strict placeOrderRequest
-		err := decodeStrict([]byte(body), &strict)
+		fast, took := fastUserIDBody([]byte(body))
+		var order placeOrderRequest
+		errOrder := decodeStrict([]byte(body), &order)
+		var join joinRequest
+		errJoin := decodeStrict([]byte(body), &join)
 		switch {
 		case !took:
 			// The decoder decides; nothing to compare.
-		case err != nil:
-			t.Errorf("%s: fast path took a body the decoder refuses (%v)", body, err)
-		case strict.UserID == nil || *fast.UserID != *strict.UserID:
-			t.Errorf("%s: fast path read %q, decoder %v", body, *fast.UserID, strict.UserID)
+		case errOrder != nil || errJoin != nil:
+			t.Errorf("%s: fast path took a body the decoder refuses (%v, %v)", body, errOrder, errJoin)
+		case order.UserID == nil || *fast != *order.UserID || join.UserID == nil || *fast != *join.UserID || join.PoW != nil:
+			t.Errorf("%s: fast path read %q, decoder %v (order) and %+v (join)", body, *fast, order.UserID, join)
 		}
 	}
-	var r placeOrderRequest
-	if !fastOrderBody([]byte(`{"user_id":"alice"}`), &r) || *r.UserID != "alice" {
+	if u, ok := fastUserIDBody([]byte(`{"user_id":"alice"}`)); !ok || *u != "alice" {
 		t.Errorf("the common body did not take the fast path")
 	}
 }

@@ -190,7 +190,7 @@ func (h *Handler) joinQueue(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, t)
+	c.Data(http.StatusOK, jsonContentType, marshalTicket(t))
 }
 
 // queueStatus is a ticket's state, place and (to its holder) pass.
@@ -205,7 +205,7 @@ func (h *Handler) queueStatus(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, t)
+	c.Data(http.StatusOK, jsonContentType, marshalTicket(t))
 }
 
 // roomDraw is the item's public draw document.

@@ -36,6 +36,7 @@
 //	seed := room.NewSeed()                         // keep it secret (and durable)
 //	r.Setup(ctx, seed.Commitment(), passTTL)       // publish the commitment
 //	st, _ := r.Join(ctx, userID, now)              // a ticket; again: the same one
+//	res, _ := r.JoinMany(ctx, userIDs, now)        // the same for many, one script call
 //	r.Open(ctx, seed)                              // at starts_at: the draw
 //	r.Admit(ctx, now, rate, maxLive)               // every ~100 ms, any instance
 //	st, _ = r.Status(ctx, ticket, now)             // poll: place, ETA, the pass

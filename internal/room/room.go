@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/internal/stock"
 )
 
 // RedisClient is what a Room needs of go-redis: a Client, a ClusterClient
@@ -114,21 +112,6 @@ type Status struct {
 	Pass string
 }
 
-// Join gives user a place in line, or the place user already has: one
-// place per user, whatever the number of calls or instances. It is
-// ErrSoldOut once the room closed, ErrNoRoom without a room.
-func (r *Room) Join(ctx context.Context, userID string, now time.Time) (Status, error) {
-	if !stock.ValidUserID(userID) {
-		return Status{}, fmt.Errorf("%w: user id %q", ErrInvalid, userID)
-	}
-	k := r.k
-	v, err := joinScript.Run(ctx, r.rdb, []string{k.meta, k.tickets, k.rank, k.live, k.used, k.users}, userID, now.UnixMilli()).Slice()
-	if err != nil {
-		return Status{}, unavailable(err)
-	}
-	return r.status(v, now)
-}
-
 // Status is ticket's state and place at now.
 func (r *Room) Status(ctx context.Context, ticket int64, now time.Time) (Status, error) {
 	if ticket <= 0 {
@@ -161,19 +144,13 @@ func (r *Room) status(v []any, now time.Time) (Status, error) {
 	}
 	s := Status{
 		State:      State(code),
-		Position:   v[1].(int64),
 		User:       v[2].(string),
 		ETASeconds: -1,
 		Waiting:    v[5].(int64),
 		Drawn:      v[6].(int64) == 1,
 		Ticket:     v[7].(int64),
 	}
-	if s.Position > 0 {
-		s.Ahead = s.Position - 1
-		if rate := v[4].(int64); rate > 0 {
-			s.ETASeconds = (s.Position + rate - 1) / rate
-		}
-	}
+	s.setPlace(v[1].(int64), v[4].(int64))
 	if s.State == StateAdmitted {
 		s.PassExpiry = time.UnixMilli(v[3].(int64))
 		if len(r.opt.PassKey.key) > 0 {
@@ -185,6 +162,18 @@ func (r *Room) status(v []any, now time.Time) (Status, error) {
 		}
 	}
 	return s, nil
+}
+
+// setPlace sets a waiting ticket's position (0: none) and what follows
+// from it at the last admission rate.
+func (s *Status) setPlace(position, rate int64) {
+	s.Position = position
+	if position > 0 {
+		s.Ahead = position - 1
+		if rate > 0 {
+			s.ETASeconds = (position + rate - 1) / rate
+		}
+	}
 }
 
 // Consume marks ticket's pass used, once its order was taken: its slot

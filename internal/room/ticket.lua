@@ -1,5 +1,5 @@
--- ticket_status is shared by join.lua and status.lua (scripts.go puts it in
--- front of both). A ticket's serve number is its place in the admission
+-- room_meta and ticket_status are shared by join.lua and status.lua
+-- (scripts.go puts them in front of both). A ticket's serve number is its place in the admission
 -- order: a pre-queue ticket's comes from the draw (the rank string holds
 -- it, 4 bytes big-endian per ticket), every later ticket's is its own
 -- number, since the pre-queue holds tickets 1..pre exactly. Tickets whose
@@ -10,9 +10,15 @@ local function u32(s, i)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
+-- The room's fields ticket_status reads: {phase, closed, pre, head, rate,
+-- seq}; phase is nil without a room.
+local function room_meta(meta)
+  return redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'rate', 'seq')
+end
+
 -- Reply: {state, position, user, pass expiry ms, rate, waiting, drawn}.
-local function ticket_status(meta, tickets, rank, live, used, ticket, now_ms)
-  local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'rate', 'seq')
+-- m is room_meta's answer.
+local function ticket_status(m, tickets, rank, live, used, ticket, now_ms)
   local phase = m[1]
   if not phase then return {'noroom'} end
   local closed = m[2] == '1'

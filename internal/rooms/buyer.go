@@ -26,27 +26,29 @@ type Ticket struct {
 }
 
 // Join gives user a place in item v's line (the place the user has, when
-// joining again). Errors: ErrNoWaitingRoom, stock.ErrSoldOut, and
-// stock.ErrUnavailable for Redis.
+// joining again), in a batch with the joins arriving meanwhile (join.go).
+// Errors: ErrNoWaitingRoom, stock.ErrSoldOut, and stock.ErrUnavailable for
+// Redis.
 func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ticket, error) {
 	e := s.entry(v.ID)
 	if e == nil {
 		return nil, ErrNoWaitingRoom
 	}
-	rctx, cancel := s.redisCtx(ctx)
-	defer cancel()
 	if !e.ready.Load() {
-		if err := s.setup(rctx, e); err != nil {
+		rctx, cancel := s.redisCtx(ctx)
+		err := s.setup(rctx, e)
+		cancel()
+		if err != nil {
 			return nil, roomErr(err)
 		}
 	}
-	now := s.cfg.Now()
-	st, err := e.room.Join(rctx, user, now)
+	st, now, err := e.joins.join(ctx, user) // bounded by RedisTimeout
+
 	if errors.Is(err, room.ErrNoRoom) {
 		e.ready.Store(false)
 	}
 	if err != nil {
-		return nil, roomErr(err)
+		return nil, joinErr(err)
 	}
 	e.noteJoin(st.Ticket, now, v.StartsAt)
 	return s.ticket(v, st, now), nil

@@ -14,9 +14,10 @@ import (
 
 // entry is one roomed item in this process.
 type entry struct {
-	id   int64
-	room *room.Room
-	set  atomic.Pointer[row]
+	id    int64
+	room  *room.Room
+	joins *joinBatcher
+	set   atomic.Pointer[row]
 	// ready: the room is set up in Redis with set's commitment and TTL.
 	ready atomic.Bool
 	// ctlSync: set's Paused or AdmitPerSecond changed and is not written

@@ -114,6 +114,8 @@ type Service struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	running atomic.Bool
+	// joins runs the join batches' goroutines (join.go).
+	joins goroutines
 }
 
 // New builds the service and reads the rooms once; Start runs its loops.
@@ -183,10 +185,11 @@ func (s *Service) Start() {
 	s.mu.Unlock()
 }
 
-// Close stops every loop and waits for them.
+// Close stops every loop and join batch and waits for them.
 func (s *Service) Close() {
 	s.cancel()
 	s.wg.Wait()
+	s.joins.Close()
 }
 
 // reload reads the rooms from the database: new rooms get an entry (and a
@@ -211,6 +214,7 @@ func (s *Service) reload(ctx context.Context) error {
 			return err
 		}
 		e := newEntry(rm, &r)
+		e.joins = &joinBatcher{room: rm, spawn: &s.joins, base: s.ctx, timeout: s.cfg.RedisTimeout, now: s.cfg.Now}
 		s.rooms[r.ItemID] = e
 		if s.running.Load() {
 			s.startLoop(e)

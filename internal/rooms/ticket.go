@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"hash"
+	"sync"
 
 	"github.com/seckill/seckill/internal/stock"
 )
@@ -23,14 +25,19 @@ import (
 //
 // The ticket key is HMAC-SHA256(room key, "seckill room ticket v1"), so a
 // ticket is never a pass and a pass never a ticket.
-type ticketSigner struct{ key []byte }
+//
+// Every join signs one and every poll checks one, so the keyed hashes are
+// pooled: hmac.New hashes the key's two pads each time, Reset returns to
+// the state after them.
+type ticketSigner struct{ macs *sync.Pool }
 
 const ticketMACLen = 16
 
 func newTicketSigner(roomKey []byte) ticketSigner {
 	h := hmac.New(sha256.New, roomKey)
 	h.Write([]byte("seckill room ticket v1"))
-	return ticketSigner{key: h.Sum(nil)}
+	key := h.Sum(nil)
+	return ticketSigner{macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
 }
 
 func (s ticketSigner) sign(itemID, number int64, user string) string {
@@ -43,9 +50,12 @@ func (s ticketSigner) sign(itemID, number int64, user string) string {
 }
 
 func (s ticketSigner) mac(dst, payload []byte) []byte {
-	h := hmac.New(sha256.New, s.key)
+	h := s.macs.Get().(hash.Hash)
+	h.Reset()
 	h.Write(payload)
-	return h.Sum(dst)
+	dst = h.Sum(dst)
+	s.macs.Put(h)
+	return dst
 }
 
 // open returns the number and owner of a ticket string signed for itemID;
