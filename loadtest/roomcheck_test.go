@@ -15,19 +15,24 @@ import (
 // in-process Redis (fakeroom_test.go); the real service is in
 // TestRoomProof.
 
+// roomFakeConfig is a small sale that takes seconds: R admits the whole
+// stock at once (a pass that bought holds its slot for room.SpentGrace, so
+// a smaller R sells in rounds of a few seconds each), and each broken room
+// still shows its defect (five passes beyond the stock need more tickets
+// than units; TestRoomTooFastAdmissionFails sets its own R).
 func roomFakeConfig(srv, token string) harness.Config {
 	return harness.Config{
 		BaseURL:          srv,
 		AdminToken:       token,
 		Mode:             harness.ModeRoom,
 		Strategies:       []string{"lua"},
-		Stock:            120,
-		Users:            100, // before the opening
+		Stock:            40,
+		Users:            34, // before the opening
 		Concurrency:      16,
 		BaselineDuration: -1,
 		DrainTimeout:     5 * time.Second,
 		MaxDuration:      20 * time.Second,
-		Room:             harness.RoomConfig{Late: 40, Rate: 50, OpenIn: 3 * time.Second, PassTTL: 10 * time.Second},
+		Room:             harness.RoomConfig{Late: 14, Rate: 40, OpenIn: 2 * time.Second, PassTTL: 10 * time.Second},
 	}
 }
 
@@ -57,8 +62,10 @@ func TestRoomCorrectFakePasses(t *testing.T) {
 	rep := runRoomFake(t, roomBugs{}, nil)
 	wantAllPassRoom(t, rep)
 	r := rep.Strategies[0].Room
-	if r == nil || r.Tickets != 140 || r.PreQueue != 100 || r.Outcomes["bought"] != 120 || r.Outcomes["sold_out"] != 20 {
-		t.Errorf("room summary %+v, want 140 tickets, pre-queue 100, 120 bought, 20 sold out", r)
+	cfg := roomFakeConfig("", "")
+	tickets := cfg.Users + cfg.Room.Late
+	if r == nil || r.Tickets != tickets || r.PreQueue != cfg.Users || r.Outcomes["bought"] != int(cfg.Stock) || r.Outcomes["sold_out"] != tickets-int(cfg.Stock) {
+		t.Errorf("room summary %+v, want %d tickets, pre-queue %d, %d bought, %d sold out", r, tickets, cfg.Users, cfg.Stock, tickets-int(cfg.Stock))
 	}
 }
 
@@ -105,8 +112,9 @@ func TestRoomThatNeverClosesFails(t *testing.T) {
 	// The run ends at MaxDuration (the room never tells the last buyers),
 	// and R7 and R8 need the sale sold out before then: the last units
 	// are admitted slowly (a pass that bought holds its slot for
-	// room.SpentGrace), and on busy cores 12 s sold 115 of 120.
-	rep := runRoomFake(t, roomBugs{neverClose: true}, func(c *harness.Config) { c.MaxDuration = 25 * time.Second })
+	// room.SpentGrace); on busy cores 12 s sold 115 of 120 units, and
+	// the fakes now sell 40.
+	rep := runRoomFake(t, roomBugs{neverClose: true}, func(c *harness.Config) { c.MaxDuration = 16 * time.Second })
 	wantVerdict(t, rep, "R6", "FAIL")
 	wantVerdict(t, rep, "R7", "FAIL")
 	wantVerdict(t, rep, "R8", "FAIL")
@@ -114,7 +122,10 @@ func TestRoomThatNeverClosesFails(t *testing.T) {
 
 func TestRoomTooFastAdmissionFails(t *testing.T) {
 	t.Parallel()
-	rep := runRoomFake(t, roomBugs{rateFactor: 2}, nil)
+	// At R 10 the doubled rate (20 a second) admits more than R+10% in
+	// each of the first seconds: the pre-queue alone is 34, so a stalled
+	// admission loop cannot hide it.
+	rep := runRoomFake(t, roomBugs{rateFactor: 2}, func(c *harness.Config) { c.Room.Rate = 10 })
 	wantVerdict(t, rep, "R5a", "FAIL")
 }
 

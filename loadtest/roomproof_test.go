@@ -110,10 +110,10 @@ func TestCommandRoomMode(t *testing.T) {
 		t.Skip("starts the service; skipped with -short")
 	}
 	var out, errb bytes.Buffer
-	code := run([]string{"-embedded", "-mode", "room", "-strategies", "lua", "-users", "120", "-room-late", "30",
-		"-stock", "100", "-room-rate", "60", "-room-open-in", "3s", "-room-pass-ttl", "30s", "-c", "16", "-baseline", "0", "-q"}, &out, &errb)
+	code := run([]string{"-embedded", "-mode", "room", "-strategies", "lua", "-users", "40", "-room-late", "10",
+		"-stock", "30", "-room-rate", "30", "-room-open-in", "2s", "-room-pass-ttl", "30s", "-c", "16", "-baseline", "0", "-q"}, &out, &errb)
 	text := out.String()
-	for _, want := range []string{"mode=room", "room: R 60/s, pass 30s, lottery true", "users 120 before the opening + 30 after, 150 tickets",
+	for _, want := range []string{"mode=room", "room: R 30/s, pass 30s, lottery true", "users 40 before the opening + 10 after, 50 tickets",
 		"R0 ", "R1 ", "R2 ", "R3 ", "R4 ", "R5a ", "R5b ", "R6 ", "R7 ", "R8 ", "R9 ", "R10 ", "RESULT: "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)

@@ -51,7 +51,36 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// browser is one headless Chromium; tab opens a page in it.
+// TestMain runs the package's tests, several at once (they mostly wait on
+// pages and on the service), then stops the one Chromium they share.
+func TestMain(m *testing.M) {
+	testenv.Parallel(4)
+	code := m.Run()
+	chromium.stop()
+	os.Exit(code)
+}
+
+// chromium is the one headless Chromium of the package, started by the
+// first test that needs it: each test has a browser context of its own in
+// it (its own cookies and storage), so a start (a second of CPU on a busy
+// machine) is paid once, not by each test.
+var chromium sharedChromium
+
+type sharedChromium struct {
+	once   sync.Once
+	ctx    context.Context // the browser's first tab
+	cancel []context.CancelFunc
+	err    error
+}
+
+func (c *sharedChromium) stop() {
+	for _, cancel := range c.cancel {
+		cancel()
+	}
+}
+
+// browser is one test's browser context in the shared Chromium; tab opens
+// a page in it.
 type browser struct {
 	t   *testing.T
 	ctx context.Context
@@ -59,14 +88,22 @@ type browser struct {
 
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1280, 900))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(alloc)
+	path := chromiumPath(t)
+	chromium.once.Do(func() {
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Headless, chromedp.WindowSize(1280, 900))
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(alloc)
+		chromium.ctx, chromium.cancel = ctx, []context.CancelFunc{cancel, cancelAlloc}
+		chromium.err = chromedp.Do(ctx) // starts the browser
+	})
+	if chromium.err != nil {
+		t.Fatalf("start chromium: %v", chromium.err)
+	}
+	ctx, cancel := chromedp.NewContext(chromium.ctx, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("start chromium: %v", err)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("open a browser context: %v", err)
 	}
 	return &browser{t: t, ctx: ctx}
 }

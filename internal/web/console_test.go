@@ -46,8 +46,10 @@ var (
 // form, change its stock, buy it out on the sale page while the live view
 // counts, requeue a dead letter, and run a reconcile dry run.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		t.Parallel()
 		logs := &testenv.SyncBuffer{}
 		log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		_, c := apptest.StartLogged(t, b, log, func(cfg *app.Config) {

@@ -19,8 +19,10 @@ const hostile = `<img src=x onerror=alert(1)>`
 // HTML, on every backend; nothing runs, and the Content-Security-Policy
 // is never broken.
 func TestPagesShowNamesAsText(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		t.Parallel()
 		_, c := apptest.Start(t, b)
 		console := br.tab(t)
 		console.do("open the console", chromedp.Navigate(c.Base+"/admin/"))

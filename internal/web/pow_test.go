@@ -48,6 +48,7 @@ func powServer(t *testing.T) string {
 // service's CSP, solves challenges issued by the Go code, in a worker and on
 // the page, and the Go verifier accepts each nonce; an abort stops it.
 func TestPoWSolverInBrowser(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	base := powServer(t)
 	key := room.GeneratePassKey()
@@ -124,6 +125,7 @@ func TestPoWSolverInBrowser(t *testing.T) {
 // solves it, and joins: the join without a proof was 403 pow_required, the
 // solved one is 200 and takes the user's place.
 func TestPoWJoinInBrowser(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.RoomPoWBits = 12 })
 	r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": "roomed", "stock": 3, "strategy": "lua",

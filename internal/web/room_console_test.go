@@ -43,8 +43,10 @@ func adminRoom(t *testing.T, c *apptest.Client, id int64) *roomSettings {
 // used and expired); pausing, resuming and changing the rate through the
 // buttons change it, as the API then says; it can be removed and added.
 func TestConsoleWaitingRoom(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		t.Parallel()
 		_, c := apptest.Start(t, b)
 		tb := br.tab(t)
 		tb.do("open the console", chromedp.Navigate(c.Base+"/admin/"))

@@ -22,6 +22,7 @@ import (
 // TestSaleWaitingRoomPassExpires: an admitted buyer who does not buy sees
 // the pass count down, then that the turn has passed; the Buy button goes.
 func TestSaleWaitingRoomPassExpires(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	_, c := apptest.Start(t, testenv.Embedded(t))
 	id := roomItem(t, c, "Fujifilm X100VI", 159900, 3, nil,
@@ -53,6 +54,7 @@ func TestSaleWaitingRoomPassExpires(t *testing.T) {
 // read the place and keeps it; once Redis is back the page carries on, the
 // buyer is let in when admission resumes, and buys.
 func TestSaleWaitingRoomOutage(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	b := testenv.Embedded(t)
 	_, c := apptest.Start(t, b)
@@ -108,6 +110,7 @@ func TestSaleWaitingRoomOutage(t *testing.T) {
 // the user's token (kept nowhere but the field) and buys with it and the
 // pass; a buy with another user's token is refused in words.
 func TestSaleWaitingRoomUserToken(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.UserJWTSecret = jwtSecret })
 	id := roomItem(t, c, "DJI Mini 4 Pro", 75900, 5, nil,
@@ -155,6 +158,7 @@ func TestSaleWaitingRoomUserToken(t *testing.T) {
 // refused (403 pow_required), so the page fetches a challenge, loads the
 // solver, solves it, and joins; the buyer is let in and buys.
 func TestSaleWaitingRoomProofOfWork(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) { cfg.RoomPoWBits = 10 })
 	id := roomItem(t, c, "Sony PlayStation 5 Pro", 69999, 5, nil,

@@ -20,6 +20,7 @@ const jwtSecret = "jwt-secret-for-browser-tests-0123456789"
 // and sends it as a bearer token; a refused token and a rate limit are told
 // in words.
 func TestSalePageUserTokens(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	_, c := apptest.Start(t, testenv.Embedded(t), func(cfg *app.Config) {
 		cfg.UserJWTSecret = jwtSecret
@@ -71,6 +72,7 @@ func TestSalePageUserTokens(t *testing.T) {
 // browser: a script injected inline does not run, and the browser reports
 // the violation.
 func TestPagesEnforceCSP(t *testing.T) {
+	t.Parallel()
 	br := newBrowser(t)
 	_, c := apptest.Start(t, testenv.Embedded(t))
 	for _, path := range []string{"/admin/", "/sale/1"} {

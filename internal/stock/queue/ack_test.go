@@ -25,7 +25,9 @@ import (
 // and nothing is written twice. On one Redis and on the embedded one: the
 // one blocking read of every stream.
 func TestFailedAckReadAgainAndFoundWritten(t *testing.T) {
+	t.Parallel() // each backend has its own service, database and key prefix
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		t.Parallel()
 		rdb := b.Universal(t)
 		cut := &ackCut{}
 		rdb.AddHook(cut)

@@ -115,10 +115,14 @@ func dbError(op string, err error) error {
 func isOutage(err error) bool {
 	var ne net.Error
 	var me *mysql.MySQLError
+	var se *sqlite.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
 		errors.Is(err, sql.ErrConnDone), errors.As(err, &ne):
+		return true
+	case errors.As(err, &se) && se.Code() == sqlite3.SQLITE_INTERRUPT:
+		// SQLite's answer to a context that ended mid-statement.
 		return true
 	case errors.As(err, &me):
 		switch me.Number {
