@@ -14,6 +14,10 @@
 --     and one second never exceeds it. The window only moves forward: a
 --     caller whose clock is behind counts as at the current second's
 --     first millisecond, so a lagging clock adds no burst.
+--   * the admission clock only moves forward too: a pass expires TTL after
+--     the later of the caller's clock and the last admission's time, so
+--     passes expire, and read as admitted, in the line's order whatever
+--     the callers' clocks say (adm_ms).
 local meta, live, draw, spent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now_ms = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
@@ -22,7 +26,7 @@ local per_call = tonumber(ARGV[4])
 local grace_ms = tonumber(ARGV[5])
 local lead_ms = tonumber(ARGV[6]) or 0
 
-local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap')
+local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
@@ -59,7 +63,8 @@ end
 local drawn = ''
 local last_pre = math.min(head + n, pre)
 if head < last_pre then drawn = redis.call('GETRANGE', draw, 4 * head, 4 * last_pre - 1) end
-local expiry = now_ms + ttl
+local adm_ms = math.max(now_ms, tonumber(m[11]) or 0)
+local expiry = adm_ms + ttl
 local admitted = {}
 for serve = head + 1, head + n do
   local ticket = serve
@@ -67,6 +72,6 @@ for serve = head + 1, head + n do
   redis.call('ZADD', live, expiry, ticket)
   admitted[#admitted + 1] = ticket
 end
-redis.call('HSET', meta, 'head', head + n, 'win', win, 'win_n', win_n + n)
+redis.call('HSET', meta, 'head', head + n, 'win', win, 'win_n', win_n + n, 'adm_ms', adm_ms)
 redis.call('HINCRBY', meta, 'admitted', n)
 return {'ok', expired, expiry, admitted}

@@ -264,3 +264,42 @@ func TestStats(t *testing.T) {
 		}
 	})
 }
+
+// TestAdmissionClockNeverGoesBack: two instances whose clocks differ (or
+// one that read its clock, then waited for the CPU before its script ran)
+// admit in turn. A later admission never carries an earlier time than the
+// one before it: a pass's expiry, from which the buyer and the load
+// harness read when it was admitted, follows the line's order.
+func TestAdmissionClockNeverGoesBack(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		a, b := e.room(t, nil), e.room(t, nil)
+		seed := room.NewSeed()
+		setUp(t, a, seed, time.Hour)
+		if err := a.Open(context.Background(), seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, a, 1, 10, t0)
+		// The cap of live passes holds a back (a knows of 3 units left);
+		// b knows of 6.
+		ahead, err := a.Admit(context.Background(), at(1500), 1000, 3)
+		if err != nil || len(ahead.Tickets) == 0 {
+			t.Fatalf("Admit at 1.5 s: %+v, %v", ahead, err)
+		}
+		// b's clock is 400 ms behind a's.
+		behind, err := b.Admit(context.Background(), at(1100), 1000, 6)
+		if err != nil || len(behind.Tickets) == 0 {
+			t.Fatalf("Admit at 1.1 s: %+v, %v", behind, err)
+		}
+		if behind.Tickets[0] <= ahead.Tickets[len(ahead.Tickets)-1] {
+			t.Fatalf("tickets %v admitted after %v", behind.Tickets, ahead.Tickets)
+		}
+		if behind.PassExpiry.Before(ahead.PassExpiry) {
+			t.Errorf("tickets %v admitted after %v expire first (%v before %v): the admission clock went back",
+				behind.Tickets, ahead.Tickets, behind.PassExpiry.Sub(t0), ahead.PassExpiry.Sub(t0))
+		}
+		st, err := b.Status(context.Background(), behind.Tickets[0], at(1100))
+		if err != nil || st.State != room.StateAdmitted || !st.PassExpiry.Equal(behind.PassExpiry) {
+			t.Errorf("status of %d: %+v, %v; want admitted, expiring at %v", behind.Tickets[0], st, err, behind.PassExpiry.Sub(t0))
+		}
+	})
+}
