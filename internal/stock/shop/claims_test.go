@@ -142,3 +142,49 @@ func TestSoldOutKeyedRefusalStoresNothing(t *testing.T) {
 		}
 	})
 }
+
+// A replay that found its order through the strategy (the user's order
+// met in the database, after Redis lost the claims) settles the key's
+// claim: a claim left pending would make an instance that knows the item
+// sold out answer the next replay sold_out (its sold-out path reads the
+// claim alone, and a lock order holds no reservation to look for).
+func TestReplayFoundByTheStrategySettlesTheClaim(t *testing.T) {
+	t.Parallel()
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock} {
+			t.Run(string(strategy), func(t *testing.T) {
+				ctx := context.Background()
+				cfg := Config{Queue: queue.Config{Writers: 1}}
+				st := newTestStore(t, b, nil)
+				s1, s2 := newTestServiceOn(t, b, st, cfg, nil), newTestServiceOn(t, b, st, cfg, nil)
+				rdb := b.Redis(t)
+				it, err := s1.CreateItem(ctx, stock.NewItem{Name: "two units", Stock: 2, Strategy: strategy})
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := stock.OrderRequest{ItemID: it.ID, UserID: "alice", IdempotencyKey: "alice-1"}
+				o, _, err := s1.PlaceOrder(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				testenv.DeleteKeys(t, rdb, b.KeyPrefix+":*")
+				// Not sold out: s2 runs the strategy, which meets alice's order.
+				if got, replayed, err := s2.PlaceOrder(ctx, req); err != nil || !replayed || got.ID != o.ID {
+					t.Fatalf("replay on s2: got %+v replayed %v %v, want order %s replayed", got, replayed, err, o.ID)
+				}
+				if _, _, err := s1.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "bob"}); err != nil {
+					t.Fatalf("bob: %v", err)
+				}
+				if _, _, err := s1.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "carol"}); !errors.Is(err, stock.ErrSoldOut) {
+					t.Fatalf("carol: got %v, want sold out", err)
+				}
+				if !s1.KnownSoldOut(it.ID) {
+					t.Fatal("s1 does not know the item is sold out")
+				}
+				if got, replayed, err := s1.PlaceOrder(ctx, req); err != nil || !replayed || got.ID != o.ID {
+					t.Errorf("replay on s1, which knows the sell-out: got %+v replayed %v %v, want order %s replayed", got, replayed, err, o.ID)
+				}
+			})
+		}
+	})
+}
