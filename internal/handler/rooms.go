@@ -267,8 +267,9 @@ func (h *Handler) deleteWaitingRoom(c *gin.Context) {
 // checkPass is the order path's pass check: the pass's ticket (0 without
 // one), whether the order carries a verified pass (the sale then skips its
 // own check for a room), or false once it has answered a refusal. A keyed
-// retry of an order already taken passes with its pass expired since (its
-// answer is replayed). An item not known here to have a room may have had
+// retry of an order already taken under that key passes with its pass
+// expired since, or with none when the order was placed before the room
+// was turned on (its answer is replayed). An item not known here to have a room may have had
 // one set up on another instance a moment ago: a valid pass counts there
 // too, and a missing or bad one is left for the sale to refuse if the room
 // is on (see passRefused).
@@ -295,9 +296,12 @@ func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int6
 	if err == nil {
 		return p.Ticket, true, true
 	}
-	// Only a genuine pass that has expired can be a retry's: the database
-	// is not asked on behalf of forged ones.
-	if errors.Is(err, room.ErrPassExpired) && h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
+	// Only a genuine pass that has expired, or none (an order placed under
+	// the key before the room was turned on carried none), can be a
+	// retry's: the database is not asked on behalf of forged ones, nor of
+	// a pass-less order without a key.
+	if (errors.Is(err, room.ErrPassExpired) || errors.Is(err, room.ErrPassMissing)) &&
+		h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
 		return 0, true, true
 	}
 	h.writeError(c, err)
