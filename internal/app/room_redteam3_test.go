@@ -55,3 +55,39 @@ func TestRoomKeyedRetryOfAnOrderFromBeforeTheRoom(t *testing.T) {
 		})
 	}
 }
+
+// A join's body is read as strictly as an order's, fast path or not: a
+// user id JSON escapes (a quote, a backslash, a control character,
+// non-ASCII), an unknown or repeated member, or anything after the object
+// is 400 invalid_request and takes no place; the plain body and the same
+// with spaces take the same one place. Every 200 is valid JSON.
+func TestRoomJoinBodyStrict(t *testing.T) {
+	t.Parallel()
+	c := startRoomApp(t, testenv.Embedded(t))
+	id := createRoomItem(t, c, 5, map[string]any{"admit_per_second": 100})
+	for _, body := range []string{
+		`{"user_id":"a\"b"}`, `{"user_id":"a\\b"}`, `{"user_id":"a\u0001b"}`, `{"user_id":"\u00e9"}`,
+		"{\"user_id\":\"\xc3\xa9\"}", `{"user_id":"a b"}`, `{"user_id":"ann","user_id":"ben"}`,
+		`{"user_id":"ann","USER_ID":"ben"}`, `{"user_id":"ann"}{}`, `{"user_id":"ann"}"x"`, `{"user_id":"ann","x":1}`,
+		`{"user_id":"ann\"}`, `{"user_id":""}`,
+	} {
+		r := c.Must(t, "POST", roomPath(id, "/queue"), body, false, nil)
+		wantError(t, "join with body "+body, r, http.StatusBadRequest, "invalid_request")
+	}
+	var tickets []string
+	for _, body := range []string{`{"user_id":"ann"}`, ` { "user_id" : "ann" } `, `{"user_id":"ann","pow":null}`} {
+		r := c.Must(t, "POST", roomPath(id, "/queue"), body, false, nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("join with body %s: got %d %s, want 200", body, r.Status, r.Body)
+		}
+		var tk roomTicket
+		r.JSON(t, &tk)
+		tickets = append(tickets, tk.Ticket)
+	}
+	if tickets[0] != tickets[1] || tickets[1] != tickets[2] {
+		t.Errorf("ann's joins answered tickets %q, want one", tickets)
+	}
+	if a := roomAdminView(t, c, id); a.WaitingRoom == nil || a.WaitingRoom.Tickets != 1 {
+		t.Errorf("room after the joins: %+v, want 1 ticket", a.WaitingRoom)
+	}
+}
