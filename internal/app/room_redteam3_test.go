@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -89,5 +90,46 @@ func TestRoomJoinBodyStrict(t *testing.T) {
 	}
 	if a := roomAdminView(t, c, id); a.WaitingRoom == nil || a.WaitingRoom.Tickets != 1 {
 		t.Errorf("room after the joins: %+v, want 1 ticket", a.WaitingRoom)
+	}
+}
+
+// A room turned off and on again starts a new line, whose ticket numbers
+// start over; a pass of the old line, still within its lifetime, names a
+// number that is now someone else's. Its use must not touch the new
+// line's ticket of that number: ben, admitted with ticket 1 of the new
+// line, still reads admitted with his pass after ann bought with her old
+// pass of ticket 1, and buys with it.
+func TestRoomOldPassDoesNotSpendAnotherUsersTicket(t *testing.T) {
+	t.Parallel()
+	b := testenv.Real(t)
+	c := startRoomApp(t, b)
+	id := createRoomItem(t, c, 5, map[string]any{"admit_per_second": 100, "pass_ttl_seconds": 300})
+	ann := joinRoom(t, c, id, "ann")
+	ann = awaitTicket(t, c, id, ann.Ticket, "admitted", 10*time.Second)
+	if ann.Number != 1 || ann.Pass == "" {
+		t.Fatalf("ann: ticket %d, pass %q; want 1 with a pass", ann.Number, ann.Pass)
+	}
+	path := fmt.Sprintf("/api/v1/admin/items/%d/waiting-room", id)
+	if r := c.Must(t, "DELETE", path, nil, true, nil); r.Status != http.StatusNoContent {
+		t.Fatalf("delete room: got %d %s", r.Status, r.Body)
+	}
+	if r := c.Must(t, "PUT", path, map[string]any{"admit_per_second": 100, "pass_ttl_seconds": 300}, true, nil); r.Status != http.StatusOK {
+		t.Fatalf("set room again: got %d %s", r.Status, r.Body)
+	}
+	ben := joinRoom(t, c, id, "ben")
+	ben = awaitTicket(t, c, id, ben.Ticket, "admitted", 10*time.Second)
+	if ben.Number != 1 || ben.Pass == "" {
+		t.Fatalf("ben: ticket %d of the new line, pass %q; want 1 with a pass", ben.Number, ben.Pass)
+	}
+	// ann's old pass: bought or refused, either way ben's place stands.
+	r := orderWithPass(t, c, id, "ann", ann.Pass, "")
+	if r.Status != http.StatusCreated && r.Status != http.StatusForbidden {
+		t.Fatalf("ann's order with her old line's pass: got %d %s, want 201 or 403", r.Status, r.Body)
+	}
+	if got := ticketStatus(t, c, id, ben.Ticket); got.State != "admitted" || got.Pass != ben.Pass {
+		t.Errorf("ben's ticket after ann's order with the old pass: state %s, pass %q; want admitted with his pass", got.State, got.Pass)
+	}
+	if r := orderWithPass(t, c, id, "ben", ben.Pass, ""); r.Status != http.StatusCreated {
+		t.Errorf("ben's order with his pass: got %d %s, want 201", r.Status, r.Body)
 	}
 }
