@@ -35,8 +35,9 @@ type Rooms interface {
 	CreateItem(ctx context.Context, in stock.NewItem, c rooms.Change) (*stock.Item, error)
 	// Replayable: the user has an order of the item under this key.
 	Replayable(ctx context.Context, itemID int64, user, key string) bool
-	// Consume marks a pass used, best effort.
-	Consume(ctx context.Context, itemID, ticket int64)
+	// Consume marks user's pass of ticket used, best effort (not when
+	// ticket is not user's in the room's line: a pass of an older line).
+	Consume(ctx context.Context, itemID, ticket int64, user string)
 	Join(ctx context.Context, v *stock.ItemView, user string) (*rooms.Ticket, error)
 	Status(ctx context.Context, v *stock.ItemView, ticket string) (*rooms.Ticket, error)
 	Draw(ctx context.Context, itemID int64) (*rooms.Draw, error)
