@@ -1,11 +1,17 @@
 package app_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -131,5 +137,75 @@ func TestRoomOldPassDoesNotSpendAnotherUsersTicket(t *testing.T) {
 	}
 	if r := orderWithPass(t, c, id, "ben", ben.Pass, ""); r.Status != http.StatusCreated {
 		t.Errorf("ben's order with his pass: got %d %s, want 201", r.Status, r.Body)
+	}
+}
+
+// lua-async: PUT and DELETE of an item's room race on two instances,
+// rounds after rounds, while orders without a pass go to both (and one
+// round loses the gate). Once each round's changes have answered, the
+// gate's room mark says what the database says, and an order without a
+// pass is refused (403) exactly when the room is on.
+func TestRoomAsyncMarkFollowsRacingChanges(t *testing.T) {
+	t.Parallel()
+	b := testenv.Real(t)
+	a := startRoomApp(t, b)
+	c := startRoomApp(t, b)
+	rdb := b.Universal(t)
+	db := b.DB(t)
+	keys := gateKeys(t, b.KeyPrefix)
+	id := a.CreateItem(t, 1000, "lua-async").ID
+	path := fmt.Sprintf("/api/v1/admin/items/%d/waiting-room", id)
+	var wg sync.WaitGroup
+	for round := range 12 {
+		if round == 6 {
+			loseGate(t, rdb, b.KeyPrefix, id, 1)
+		}
+		put, del := a, c
+		if round%2 == 1 {
+			put, del = c, a
+		}
+		wg.Go(func() {
+			r := put.Must(t, "PUT", path, map[string]any{"admit_per_second": 10}, true, nil)
+			if r.Status != http.StatusOK {
+				t.Errorf("round %d: PUT: got %d %s", round, r.Status, r.Body)
+			}
+		})
+		wg.Go(func() {
+			r := del.Must(t, "DELETE", path, nil, true, nil)
+			if r.Status != http.StatusNoContent && r.ErrorCode() != "no_waiting_room" {
+				t.Errorf("round %d: DELETE: got %d %s", round, r.Status, r.Body)
+			}
+		})
+		for i, inst := range []*apptest.Client{a, c} {
+			wg.Go(func() {
+				r := orderWithPass(t, inst, id, fmt.Sprintf("r%d-%d", round, i), "", "")
+				if r.Status != http.StatusAccepted && r.Status != http.StatusForbidden {
+					t.Errorf("round %d: order without a pass: got %d %s", round, r.Status, r.Body)
+				}
+			})
+		}
+		wg.Wait()
+		var rows int64
+		if err := db.Raw("SELECT COUNT(*) FROM item_rooms WHERE item_id = ?", id).Scan(&rows).Error; err != nil {
+			t.Fatal(err)
+		}
+		mark, err := rdb.HGet(context.Background(), keys.Meta(id), "room").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		exists, err := rdb.HExists(context.Background(), keys.Meta(id), "stock").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exists && (mark == "1") != (rows == 1) {
+			t.Errorf("round %d: the database has %d rooms of the item, the gate's mark %q", round, rows, mark)
+		}
+		if rows == 1 {
+			// The instance that made the last change knows; both refuse.
+			for i, inst := range []*apptest.Client{a, c} {
+				r := orderWithPass(t, inst, id, fmt.Sprintf("check%d-%d", round, i), "", "")
+				wantError(t, fmt.Sprintf("round %d: order without a pass while the room is on", round), r, http.StatusForbidden, "pass_required")
+			}
+		}
 	}
 }
