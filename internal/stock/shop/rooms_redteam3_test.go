@@ -3,6 +3,10 @@ package shop
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,4 +67,90 @@ func TestBatchSameUserWithAndWithoutPass(t *testing.T) {
 			}
 		}
 	})
+}
+
+// lua: orders without a pass of a roomed item (sent on by instances that
+// do not know the room yet) reserve a unit each, are refused by the
+// database and hand it back, while Redis keeps losing the item's gate and
+// orders rebuild it. Once all have answered, nothing is lost or kept: the
+// gate's taken units are the database's sold, its buyers the database's,
+// and every refusal was pass_required (or a 503 while the gate vanished
+// under it, or sold out while others' reservations were in flight), never
+// an order.
+func TestPassRequiredHandBacksRaceRebuilds(t *testing.T) {
+	t.Parallel()
+	b := testenv.Real(t)
+	ctx := context.Background()
+	st := newTestStore(t, b, nil)
+	s := newTestServiceOn(t, b, st, Config{}, nil)
+	rdb := b.Redis(t)
+	it, err := s.CreateItem(ctx, stock.NewItem{Name: "roomed lua", Stock: 40, Strategy: stock.StrategyLua})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buy := func(user string, pass bool) error {
+		_, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: user, Pass: pass})
+		return err
+	}
+	for _, u := range users("early", 5) {
+		if err := buy(u, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addRoom(t, st, it.ID)
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for _, u := range users("nopass", 120) {
+		wg.Go(func() {
+			defer done.Add(1)
+			err := buy(u, false)
+			// Sold out: the gate saw every unit reserved by others in flight.
+			if !errors.Is(err, stock.ErrPassRequired) && !errors.Is(err, stock.ErrUnavailable) && !errors.Is(err, stock.ErrSoldOut) {
+				t.Errorf("order of %s without a pass: got %v, want pass_required", u, err)
+			}
+		})
+	}
+	wg.Go(func() {
+		// Lose the gate again each time another tenth of the orders answered.
+		for i := int64(1); i <= 10; i++ {
+			for done.Load() < i*12 {
+				runtime.Gosched()
+			}
+			if err := rdb.Del(ctx, s.keys.Meta(it.ID)).Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for _, u := range users("passer", 5) {
+		wg.Go(func() {
+			if err := buy(u, true); err != nil && !errors.Is(err, stock.ErrUnavailable) && !errors.Is(err, stock.ErrSoldOut) {
+				t.Errorf("order of %s with a pass: %v", u, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := buy("last", true); err != nil { // rebuilds a lost gate
+		t.Fatal(err)
+	}
+	s.lua.retries.Wait()
+	l := readLedger(t, s, rdb, it.ID)
+	if l.taken != l.sold {
+		t.Errorf("gate has %d units taken, the database sold %d: reservations of refused orders kept", l.taken, l.sold)
+	}
+	var rows int64
+	if err := rawSQL(t, st).QueryRow("SELECT COUNT(*) FROM orders WHERE item_id = ? AND user_id LIKE 'nopass%'", it.ID).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 {
+		t.Errorf("%d orders without a pass written", rows)
+	}
+	held, err := rdb.HKeys(ctx, s.keys.Buyers(it.ID)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range held {
+		if strings.HasPrefix(u, "nopass") {
+			t.Errorf("the gate still holds %s's reservation", u)
+		}
+	}
 }
