@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -207,5 +208,43 @@ func TestRoomAsyncMarkFollowsRacingChanges(t *testing.T) {
 				wantError(t, fmt.Sprintf("round %d: order without a pass while the room is on", round), r, http.StatusForbidden, "pass_required")
 			}
 		}
+	}
+}
+
+// The Seckill-Pass header given twice is 400 wherever the order goes: at
+// the instance that knows the item's room as at one that does not yet
+// (which verifies a pass too, and must not buy with the first of two),
+// and changes nothing.
+func TestRoomPassHeaderTwiceIsInvalidEverywhere(t *testing.T) {
+	t.Parallel()
+	b := testenv.Real(t)
+	a := startRoomApp(t, b)
+	c := startRoomApp(t, b)
+	db := b.DB(t)
+	for _, strategy := range []string{"lua", "lock", "lua-async"} {
+		t.Run(strategy, func(t *testing.T) {
+			id := a.CreateItem(t, 5, strategy).ID
+			if r := orderWithPass(t, c, id, "early", "", ""); r.Status != http.StatusCreated && r.Status != http.StatusAccepted {
+				t.Fatalf("order before the room: got %d %s", r.Status, r.Body)
+			}
+			if r := a.Must(t, "PUT", fmt.Sprintf("/api/v1/admin/items/%d/waiting-room", id), map[string]any{"admit_per_second": 10}, true, nil); r.Status != http.StatusOK {
+				t.Fatalf("turn the room on: got %d %s", r.Status, r.Body)
+			}
+			for _, inst := range []*apptest.Client{c, a} {
+				pass, err := roomPassKey(t).Issue(room.Pass{ItemID: id, UserID: "twice", Ticket: 1, Expiry: time.Now().Add(time.Minute)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := inst.DoHeader("POST", roomPath(id, "/orders"), map[string]string{"user_id": "twice"}, false,
+					http.Header{"Seckill-Pass": {pass, "forged"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantError(t, "order with two Seckill-Pass headers", r, http.StatusBadRequest, "invalid_request")
+			}
+			if n := ordersOf(t, db, id, "twice"); n != 0 {
+				t.Errorf("%d orders of the user who sent two passes, want 0", n)
+			}
+		})
 	}
 }
