@@ -279,7 +279,13 @@ func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int6
 		return 0, false, true
 	}
 	if !h.cfg.Rooms.Roomed(req.ItemID) {
-		pass := c.GetHeader(PassHeader)
+		// Read as strictly as for a roomed item: given twice is 400 here
+		// too, not a purchase with the first of the two.
+		pass, err := singleHeader(c, PassHeader)
+		if err != nil {
+			h.writeError(c, err)
+			return 0, false, false
+		}
 		if pass == "" {
 			return 0, false, true
 		}
