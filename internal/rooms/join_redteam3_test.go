@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // Redis stalls while joins are in flight and queued (every user joins
@@ -59,5 +61,42 @@ func TestJoinBatchAfterStallOnePlaceEach(t *testing.T) {
 	}
 	if stats.Tickets != users+1 { // and the set-up's "first"
 		t.Errorf("the room counts %d tickets, want %d", stats.Tickets, users+1)
+	}
+}
+
+// The service closes while joins stream in: every join returns (a place,
+// or a 503), none hangs or panics, Close waits for the batches and returns,
+// and no join after it is sent.
+func TestJoinBatchCloseUnderLoad(t *testing.T) {
+	b := testenv.Real(t)
+	j := batcher(t, b.Universal(t), b.KeyPrefix, 500+nextItem.Add(1), time.Second)
+	setUpRoom(t, j)
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	j.base = base
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for u := range 400 {
+		wg.Go(func() {
+			_, _, err := j.join(context.Background(), fmt.Sprintf("c%d", u))
+			answered.Add(1)
+			if err != nil && !errors.Is(joinErr(err), stock.ErrUnavailable) {
+				t.Errorf("join during shutdown: %v, want a place or unavailable", err)
+			}
+		})
+		if u == 200 {
+			cancel()
+			j.spawn.Close()
+		}
+	}
+	wg.Wait()
+	if n := answered.Load(); n != 400 {
+		t.Errorf("%d joins answered, want 400", n)
+	}
+	if _, _, err := j.join(context.Background(), "late"); !errors.Is(err, stock.ErrUnavailable) {
+		t.Errorf("join after Close: %v, want unavailable", err)
+	}
+	if j.queued() != 0 {
+		t.Errorf("%d joins left queued after Close", j.queued())
 	}
 }
