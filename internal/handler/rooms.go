@@ -35,8 +35,9 @@ type Rooms interface {
 	CreateItem(ctx context.Context, in stock.NewItem, c rooms.Change) (*stock.Item, error)
 	// Replayable: the user has an order of the item under this key.
 	Replayable(ctx context.Context, itemID int64, user, key string) bool
-	// Consume marks a pass used, best effort.
-	Consume(ctx context.Context, itemID, ticket int64)
+	// Consume marks user's pass of ticket used, best effort (not when
+	// ticket is not user's in the room's line: a pass of an older line).
+	Consume(ctx context.Context, itemID, ticket int64, user string)
 	Join(ctx context.Context, v *stock.ItemView, user string) (*rooms.Ticket, error)
 	Status(ctx context.Context, v *stock.ItemView, ticket string) (*rooms.Ticket, error)
 	Draw(ctx context.Context, itemID int64) (*rooms.Draw, error)
@@ -267,8 +268,9 @@ func (h *Handler) deleteWaitingRoom(c *gin.Context) {
 // checkPass is the order path's pass check: the pass's ticket (0 without
 // one), whether the order carries a verified pass (the sale then skips its
 // own check for a room), or false once it has answered a refusal. A keyed
-// retry of an order already taken passes with its pass expired since (its
-// answer is replayed). An item not known here to have a room may have had
+// retry of an order already taken under that key passes with its pass
+// expired since, or with none when the order was placed before the room
+// was turned on (its answer is replayed). An item not known here to have a room may have had
 // one set up on another instance a moment ago: a valid pass counts there
 // too, and a missing or bad one is left for the sale to refuse if the room
 // is on (see passRefused).
@@ -277,7 +279,13 @@ func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int6
 		return 0, false, true
 	}
 	if !h.cfg.Rooms.Roomed(req.ItemID) {
-		pass := c.GetHeader(PassHeader)
+		// Read as strictly as for a roomed item: given twice is 400 here
+		// too, not a purchase with the first of the two.
+		pass, err := singleHeader(c, PassHeader)
+		if err != nil {
+			h.writeError(c, err)
+			return 0, false, false
+		}
 		if pass == "" {
 			return 0, false, true
 		}
@@ -295,9 +303,12 @@ func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int6
 	if err == nil {
 		return p.Ticket, true, true
 	}
-	// Only a genuine pass that has expired can be a retry's: the database
-	// is not asked on behalf of forged ones.
-	if errors.Is(err, room.ErrPassExpired) && h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
+	// Only a genuine pass that has expired, or none (an order placed under
+	// the key before the room was turned on carried none), can be a
+	// retry's: the database is not asked on behalf of forged ones, nor of
+	// a pass-less order without a key.
+	if (errors.Is(err, room.ErrPassExpired) || errors.Is(err, room.ErrPassMissing)) &&
+		h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
 		return 0, true, true
 	}
 	h.writeError(c, err)

@@ -25,7 +25,7 @@ func (answeringRooms) CreateItem(_ context.Context, in stock.NewItem, _ rooms.Ch
 	return &stock.Item{ID: 1, Name: in.Name, Stock: in.Stock, Strategy: in.Strategy, Buckets: in.Buckets}, nil
 }
 func (answeringRooms) Replayable(context.Context, int64, string, string) bool { return false }
-func (answeringRooms) Consume(context.Context, int64, int64)                  {}
+func (answeringRooms) Consume(context.Context, int64, int64, string)          {}
 func (answeringRooms) Join(_ context.Context, v *stock.ItemView, _ string) (*rooms.Ticket, error) {
 	return &rooms.Ticket{Ticket: "t", Number: 1, State: room.StateWaiting, Remaining: v.Remaining}, nil
 }

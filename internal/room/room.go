@@ -180,7 +180,14 @@ func (s *Status) setPlace(position, rate int64) {
 // among the live passes frees at once. It is ErrPassUsed the second time
 // and ErrNotLive for a pass never admitted or expired (at now).
 func (r *Room) Consume(ctx context.Context, ticket int64, now time.Time) error {
-	res, err := consumeScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.used, r.k.spent}, ticket, now.UnixMilli()).Text()
+	return r.ConsumeFor(ctx, ticket, "", now)
+}
+
+// ConsumeFor is Consume of a pass signed for user: ErrNotLive unless
+// ticket is user's in this line (a pass of a line since dropped may name
+// a number that is another user's now). "" checks no holder.
+func (r *Room) ConsumeFor(ctx context.Context, ticket int64, user string, now time.Time) error {
+	res, err := consumeScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.used, r.k.spent, r.k.tickets}, ticket, now.UnixMilli(), user).Text()
 	if err != nil {
 		return unavailable(err)
 	}

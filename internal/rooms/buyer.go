@@ -171,17 +171,17 @@ func PassRejection(err error) string {
 	return "pass_invalid"
 }
 
-// Consume marks the pass of ticket used, after its order was taken: its
+// Consume marks user's pass of ticket used, after its order was taken: its
 // slot frees at once. Best effort: a pass left live expires by itself, and
 // UNIQUE(item, user) already stops a second order.
-func (s *Service) Consume(ctx context.Context, id, ticket int64) {
+func (s *Service) Consume(ctx context.Context, id, ticket int64, user string) {
 	e := s.entry(id)
 	if e == nil {
 		return
 	}
 	rctx, cancel := s.redisCtx(ctx)
 	defer cancel()
-	if err := e.room.Consume(rctx, ticket, s.cfg.Now()); err != nil && !errors.Is(err, room.ErrNotLive) {
+	if err := e.room.ConsumeFor(rctx, ticket, user, s.cfg.Now()); err != nil && !errors.Is(err, room.ErrNotLive) {
 		s.log.Warn("waiting room: marking a pass used failed; it expires by itself", "item", id, "ticket", ticket, "err", err)
 	}
 }

@@ -185,8 +185,13 @@ func (s *Service) Start() {
 	s.mu.Unlock()
 }
 
-// Close stops every loop and join batch and waits for them.
+// Close stops every loop and join batch and waits for them. A reload
+// after it (an order path's Learn during shutdown) starts no loop: its
+// WaitGroup Add would race the Wait.
 func (s *Service) Close() {
+	s.mu.Lock()
+	s.running.Store(false)
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 	s.joins.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/seckill/seckill/internal/stock"
@@ -13,11 +14,12 @@ import (
 // settleRefused answers a batch that could not be written whole, in a few
 // round trips however large it is. Buyers who already hold an order get
 // ErrAlreadyPurchased; a user's second order in the batch gets what the
-// first one got; orders without a pass get ErrPassRequired once the item is
-// seen with a waiting room (the read of what is left says so; the UPDATE
-// that takes the units checks it again); the rest are written in arrival
-// order, as many at a time as there are units left, until they are all
-// written or nothing is left.
+// first one got (the first with a pass counts as the user's first);
+// orders without a pass get ErrPassRequired once the item is seen with a
+// waiting room (the read of what is left says so; the UPDATE that takes
+// the units checks it again); the rest are written in arrival order, as
+// many at a time as there are units left, until they are all written or
+// nothing is left.
 // A chunk refused whole (a clash inside it) is written order by order.
 func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, itemID int64, batch []*commitRequest, results []error, fence int64, now time.Time) {
 	fail := func(idx []int, err error) {
@@ -39,9 +41,16 @@ func (w *orderWriter) settleRefused(ctx context.Context, watch *stallWatch, item
 	var queue, repeats []int
 	for i, p := range batch {
 		u := p.o.UserID
-		switch _, seen := first[u]; {
+		switch f, seen := first[u]; {
 		case bought[u]:
 			results[i] = stock.ErrAlreadyPurchased
+		case seen && p.pass && !batch[f].pass:
+			// The user's first order has no pass and this one has: this
+			// one stands for the user (the first one would be refused
+			// for want of a pass, and this one with it).
+			first[u] = i
+			queue[slices.Index(queue, f)] = i
+			repeats = append(repeats, f)
 		case seen:
 			repeats = append(repeats, i)
 		default:
