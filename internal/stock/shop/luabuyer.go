@@ -217,6 +217,16 @@ func (g *luaBuyer) handBack(ctx context.Context, bk gate.Bucket, userID, orderID
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		back, err := g.handBackNow(ctx, bk, userID, orderID, soldOutAt)
+		if err == nil && !back && soldOutAt == "" && g.returned != nil {
+			// Kept because the gate is gone (Redis lost it): the unit comes
+			// back with the rebuild, which counts it free from the
+			// database, but a sell-out the gate gave while it was reserved
+			// must be forgotten now, not at the memo's safety bound. Rare:
+			// one more round trip on a hand-back that returned nothing.
+			if ok, xerr := g.gate.ExistsAll(ctx, itemID, bk.K); xerr == nil && !ok {
+				back = true
+			}
+		}
 		if back && soldOutAt == "" && g.returned != nil {
 			g.returned(ctx, itemID)
 		}
