@@ -17,6 +17,7 @@ import (
 // such a cluster, with a warning that names the setting; with no, it
 // starts quietly.
 func TestFullCoverageClusterWarns(t *testing.T) {
+	t.Parallel()
 	for _, coverage := range []string{"yes", "no"} {
 		t.Run("cluster-require-full-coverage "+coverage, func(t *testing.T) {
 			cluster := testenv.StartCluster(t, 3, 0, "--cluster-require-full-coverage", coverage)

@@ -16,6 +16,7 @@ import (
 // join is 409 sold_out; stock coming back (a cancel, a restock) resumes
 // admission in the same line.
 func TestRoomSoldOutAndResume(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		c := startRoomApp(t, b)
 		id := createRoomItem(t, c, 1, map[string]any{"admit_per_second": 100})
@@ -80,6 +81,7 @@ func TestRoomSoldOutAndResume(t *testing.T) {
 
 // Paused: joins queue, nobody is admitted; unpaused, the line moves.
 func TestRoomPaused(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		c := startRoomApp(t, b)
 		id := createRoomItem(t, c, 5, map[string]any{"admit_per_second": 100, "paused": true})

@@ -15,6 +15,7 @@ import (
 // place each), and together the instances admit at most R a second (counted from Redis: each live
 // pass's score is its admission time plus the pass TTL), everyone once.
 func TestRoomTwoInstances(t *testing.T) {
+	t.Parallel()
 	b := testenv.Real(t)
 	a := startRoomApp(t, b)
 	c := startRoomApp(t, b)

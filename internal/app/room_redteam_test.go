@@ -131,6 +131,7 @@ func TestRoomRedisLosesTheItemsKeys(t *testing.T) {
 // that has not yet reloaded the room's settings admits nobody either (the
 // flag is in Redis, where admission runs). Unpaused, the line moves.
 func TestRoomPauseHoldsOnEveryInstance(t *testing.T) {
+	t.Parallel()
 	b := testenv.Real(t)
 	a := startRoomApp(t, b)
 	c := startRoomApp(t, b)
@@ -213,6 +214,7 @@ func TestRoomBadTicketNeedsNoRedis(t *testing.T) {
 // order is still the user's one order), and the cancelled unit goes to the
 // next in line, not back to the pass.
 func TestRoomPassBuysOnceEvenAfterCancel(t *testing.T) {
+	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		c := startRoomApp(t, b)
 		id := createRoomItem(t, c, 1, map[string]any{"admit_per_second": 100, "pass_ttl_seconds": 600})
@@ -246,6 +248,7 @@ func TestRoomPassBuysOnceEvenAfterCancel(t *testing.T) {
 // Redis: each live pass's score is its admission time plus the pass TTL,
 // so no second of the clock may hold two admissions at 1 a second.
 func TestRoomLoweredRateHoldsOnEveryInstance(t *testing.T) {
+	t.Parallel()
 	b := testenv.Real(t)
 	a := startRoomApp(t, b)
 	c := startRoomApp(t, b)

@@ -18,6 +18,7 @@ import (
 // one order and reads used after; a keyed retry replays even with a pass
 // expired since. On a Redis Cluster too: a room's keys share its item's slot.
 func TestRoomPassRules(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		c := startRoomApp(t, b)
 		id := createRoomItem(t, c, 5, map[string]any{"admit_per_second": 100, "pass_ttl_seconds": 60})
