@@ -103,7 +103,7 @@ func TestRoomOnHoldsAtOnceOnEveryInstance(t *testing.T) {
 						}
 
 						// A valid pass buys through the other instance.
-						pass, err := roomPassKey(t).Issue(room.Pass{ItemID: id, UserID: "passer", Ticket: 1, Expiry: time.Now().Add(time.Minute)})
+						pass, err := roomPassKey(t).Issue(room.Pass{ItemID: id, UserID: "passer", Ticket: 1, Expiry: time.Now().Add(time.Minute), Line: roomLine(t, db, id)})
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -79,6 +79,7 @@ var errorKinds = []struct {
 	{room.ErrPassExpired, http.StatusForbidden, CodePassExpired, "the pass has expired"},
 	{room.ErrPassWrongUser, http.StatusForbidden, CodePassWrongUser, "the pass was issued to another user"},
 	{room.ErrPassWrongItem, http.StatusForbidden, CodePassWrongItem, "the pass was issued for another item"},
+	{room.ErrPassWrongLine, http.StatusForbidden, CodePassInvalid, "the pass is of a line this item's waiting room has started over from: join again"},
 	{room.ErrPassRejected, http.StatusForbidden, CodePassInvalid, "the pass is forged or malformed"},
 	{errPoWRequired, http.StatusForbidden, CodePoWRequired, "this waiting room needs a proof-of-work: get a challenge and solve it"},
 	{errPoWInvalid, http.StatusForbidden, CodePoWInvalid, "the proof-of-work does not verify"},

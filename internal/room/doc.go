@@ -12,10 +12,12 @@
 //
 // The parts:
 //
-//   - Passes (PassKey, Pass): HMAC-SHA256 over (item, ticket, expiry, user),
-//     base64url, verified with no Redis call. Each refusal has its own
-//     sentinel (ErrPassMissing, ErrPassForged, ErrPassExpired,
-//     ErrPassWrongUser, ErrPassWrongItem), all matching ErrPassRejected.
+//   - Passes (PassKey, Pass, Line): HMAC-SHA256 over (item, ticket, expiry,
+//     line, user), base64url, verified with no Redis call; the line (LineOf
+//     the room's commitment) binds a pass to the line it was issued in
+//     (VerifyIn). Each refusal has its own sentinel (ErrPassMissing,
+//     ErrPassForged, ErrPassExpired, ErrPassWrongUser, ErrPassWrongItem,
+//     ErrPassWrongLine), all matching ErrPassRejected.
 //   - The draw (Seed, DrawOrder, VerifyDraw, PublicDraw): a commitment
 //     published at Setup, the seed revealed at Open, tickets sorted by
 //     HMAC-SHA256(seed, decimal ticket id). The seckill-draw command checks
@@ -40,7 +42,7 @@
 //	r.Open(ctx, seed)                              // at starts_at: the draw
 //	r.Admit(ctx, now, rate, maxLive)               // every ~100 ms, any instance
 //	st, _ = r.Status(ctx, ticket, now)             // poll: place, ETA, the pass
-//	key.Verify(pass, itemID, userID, now)          // the order path, no Redis
+//	key.VerifyIn(pass, itemID, line, userID, now) // the order path, no Redis
 //	r.Consume(ctx, ticket, now)                    // after the order was taken
 //	r.Close(ctx) / r.Resume(ctx)                   // sold out / stock came back
 //	r.Stats(ctx)                                   // counters for metrics and the console

@@ -26,6 +26,10 @@ var (
 
 	// ErrPassWrongItem: a good pass issued for another item.
 	ErrPassWrongItem = fmt.Errorf("%w: issued for another item", ErrPassRejected)
+
+	// ErrPassWrongLine: a good pass issued in another line of the item's
+	// room, one it has since started over from (PassKey.VerifyIn).
+	ErrPassWrongLine = fmt.Errorf("%w: issued in another line of the room", ErrPassRejected)
 )
 
 // Draw errors.

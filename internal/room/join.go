@@ -73,10 +73,12 @@ func (r *Room) JoinMany(ctx context.Context, users []string, now time.Time) ([]J
 		hdr, _ = reply[0].([]any)
 		entries, _ = reply[1].([]any)
 	}
-	if len(hdr) != 3 || len(entries) != len(args)-1 {
+	if len(hdr) != 4 || len(entries) != len(args)-1 {
 		return nil, unavailable(fmt.Errorf("unexpected join script reply %v", v))
 	}
 	drawn, head, rate := hdr[0].(int64) == 1, hdr[1].(int64), hdr[2].(int64)
+	commitment, _ := hdr[3].(string)
+	line, _ := LineOf(commitment) // zero when Redis holds no valid one, as Status's
 	j := 0
 	for i := range res {
 		if res[i].Err != nil {
@@ -84,7 +86,7 @@ func (r *Room) JoinMany(ctx context.Context, users []string, now time.Time) ([]J
 		}
 		switch e := entries[j].(type) {
 		case int64: // a new ticket
-			res[i].Status = Status{Ticket: e, State: StateWaiting, Drawn: drawn, Waiting: e - head, User: users[i], ETASeconds: -1}
+			res[i].Status = Status{Ticket: e, State: StateWaiting, Drawn: drawn, Waiting: e - head, User: users[i], ETASeconds: -1, Line: line}
 			if drawn {
 				res[i].Status.setPlace(e-head, rate)
 			}

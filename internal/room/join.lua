@@ -7,9 +7,9 @@ local meta, tickets, rank, live, used, users = KEYS[1], KEYS[2], KEYS[3], KEYS[4
 local now_ms = tonumber(ARGV[1])
 -- ARGV[2..]: the users.
 
--- Reply: {{drawn, head, rate}, entries}, an entry per user in order: a new
--- ticket's number alone (its status follows from it and the first three:
--- see below), or else ticket_status's reply and the ticket. A missing or
+-- Reply: {{drawn, head, rate, commitment}, entries}, an entry per user in
+-- order: a new ticket's number alone (its status follows from it and the
+-- header: see below), or else ticket_status's reply, the ticket and the commitment. A missing or
 -- closed room: 'noroom' or 'sold_out' alone, for all.
 local m = room_meta(meta)
 if not m[1] then return 'noroom' end
@@ -47,7 +47,7 @@ for i = 2, #ARGV do
   if t then
     -- Named again in this call: as ticket_status would answer it (more
     -- tickets wait now than when it was taken).
-    out[i - 1] = {'waiting', drawn * (t - head), user, 0, rate, seq - head, drawn, t}
+    out[i - 1] = {'waiting', drawn * (t - head), user, 0, rate, seq - head, drawn, t, m[7]}
   elseif not old then
     seq = seq + 1
     fresh[user] = seq
@@ -60,8 +60,9 @@ for i = 2, #ARGV do
     m[6] = seq
     local st = ticket_status(m, tickets, rank, live, used, old, now_ms)
     table.insert(st, tonumber(old))
+    table.insert(st, m[7])
     out[i - 1] = st
   end
 end
 write()
-return {{drawn, head, rate}, out}
+return {{drawn, head, rate, m[7]}, out}

@@ -18,17 +18,20 @@ import (
 // verified in the process, with no Redis call, so checking it on the order
 // path costs one HMAC.
 //
-// Format (version 1), base64url without padding of:
+// Format (version 2), base64url without padding of:
 //
-//	0x01                      version
+//	0x02                      version
 //	uvarint item id
 //	uvarint ticket id
 //	uvarint expiry            Unix seconds, rounded down; good while now < expiry
+//	8 bytes line              the line the ticket is in (LineOf its commitment)
 //	user id                   the rest of the payload, 1..64 bytes
 //	32 bytes                  HMAC-SHA256(key, everything above)
 //
-// A pass of a typical user is about 75 characters.
-const passVersion = 1
+// A pass of a typical user (a 10-byte id) is about 82 characters, 116 with
+// a UUID. Version 1 (no line) is refused: its ticket number may be someone
+// else's in a line started since.
+const passVersion = 2
 
 // MinPassKeyLen is the shortest key NewPassKey accepts, in bytes: HMAC-SHA256
 // gains nothing from a longer key and loses strength with a shorter one.
@@ -89,12 +92,36 @@ func (k PassKey) String() string {
 	return "PassKey(configured)"
 }
 
+// Line names one line of a room: the first 8 bytes of its draw's
+// commitment, which is new whenever the line starts over (the room turned
+// off and on, or its lottery changed). A ticket number means something only
+// in its line, so a pass carries it.
+type Line [lineLen]byte
+
+const lineLen = 8
+
+// LineOf is the line of a room set up with commitment (64 lowercase hex
+// digits, Seed.Commitment).
+func LineOf(commitment string) (Line, error) {
+	var l Line
+	b, err := hex.DecodeString(commitment)
+	if err != nil || len(b) != 32 || commitment != hex.EncodeToString(b) {
+		return l, fmt.Errorf("%w: a commitment is 64 lowercase hex digits", ErrInvalid)
+	}
+	copy(l[:], b)
+	return l, nil
+}
+
+// String is the line in hex.
+func (l Line) String() string { return hex.EncodeToString(l[:]) }
+
 // Pass is what a pass says.
 type Pass struct {
 	ItemID int64
 	UserID string
 	Ticket int64
 	Expiry time.Time // the pass is good while now is before it (whole seconds)
+	Line   Line      // the line Ticket is in
 }
 
 // Issue signs p. The expiry is rounded down to the second, so a pass never
@@ -110,11 +137,12 @@ func (k PassKey) Issue(p Pass) (string, error) {
 	if exp <= 0 {
 		return "", fmt.Errorf("%w: pass expiry %v before 1970", ErrInvalid, p.Expiry)
 	}
-	buf := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(p.UserID)+macLen)
+	buf := make([]byte, 0, 1+3*binary.MaxVarintLen64+lineLen+len(p.UserID)+macLen)
 	buf = append(buf, passVersion)
 	buf = binary.AppendUvarint(buf, uint64(p.ItemID))
 	buf = binary.AppendUvarint(buf, uint64(p.Ticket))
 	buf = binary.AppendUvarint(buf, uint64(exp))
+	buf = append(buf, p.Line[:]...)
 	buf = append(buf, p.UserID...)
 	buf = k.mac(buf, buf)
 	return base64.RawURLEncoding.EncodeToString(buf), nil
@@ -127,11 +155,23 @@ func (k PassKey) mac(dst, payload []byte) []byte {
 	return h.Sum(dst)
 }
 
+// VerifyIn is Verify of a pass for line too, the item's current line: a
+// pass of another line (one the room has since started over from) is
+// ErrPassWrongLine, checked last.
+func (k PassKey) VerifyIn(token string, itemID int64, line Line, userID string, now time.Time) (Pass, error) {
+	p, err := k.Verify(token, itemID, userID, now)
+	if err == nil && p.Line != line {
+		return p, ErrPassWrongLine
+	}
+	return p, err
+}
+
 // Verify checks that token is a pass signed by k for this item and user, and
-// good at now. The signature is checked first, in constant time, so a
-// forged pass learns nothing about its fields; then the item, the user, the
-// expiry. The errors are ErrPassMissing, ErrPassForged, ErrPassWrongItem,
-// ErrPassWrongUser and ErrPassExpired, all matching ErrPassRejected.
+// good at now, in any line (VerifyIn checks the line too). The signature is
+// checked first, in constant time, so a forged pass learns nothing about
+// its fields; then the item, the user, the expiry. The errors are
+// ErrPassMissing, ErrPassForged, ErrPassWrongItem, ErrPassWrongUser and
+// ErrPassExpired, all matching ErrPassRejected.
 func (k PassKey) Verify(token string, itemID int64, userID string, now time.Time) (Pass, error) {
 	if token == "" {
 		return Pass{}, ErrPassMissing
@@ -139,8 +179,8 @@ func (k PassKey) Verify(token string, itemID int64, userID string, now time.Time
 	if len(k.key) == 0 {
 		return Pass{}, fmt.Errorf("%w: zero PassKey", ErrInvalid)
 	}
-	// The longest genuine pass: version, three varints, 64 bytes of user, MAC.
-	if base64.RawURLEncoding.DecodedLen(len(token)) > 1+3*binary.MaxVarintLen64+stock.MaxUserIDLen+macLen {
+	// The longest genuine pass: version, three varints, line, 64 bytes of user, MAC.
+	if base64.RawURLEncoding.DecodedLen(len(token)) > 1+3*binary.MaxVarintLen64+lineLen+stock.MaxUserIDLen+macLen {
 		return Pass{}, ErrPassForged
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(token)
@@ -181,9 +221,14 @@ func decodePayload(b []byte) (Pass, bool) {
 		}
 		v[i], b = x, b[n:]
 	}
-	user := string(b)
+	if len(b) < lineLen {
+		return Pass{}, false
+	}
+	var line Line
+	copy(line[:], b)
+	user := string(b[lineLen:])
 	if !stock.ValidUserID(user) {
 		return Pass{}, false
 	}
-	return Pass{ItemID: int64(v[0]), Ticket: int64(v[1]), Expiry: time.Unix(int64(v[2]), 0), UserID: user}, true
+	return Pass{ItemID: int64(v[0]), Ticket: int64(v[1]), Expiry: time.Unix(int64(v[2]), 0), UserID: user, Line: line}, true
 }

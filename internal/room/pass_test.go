@@ -25,7 +25,8 @@ func testKey(t testing.TB, fill byte) room.PassKey {
 
 var (
 	passNow    = time.Unix(1_800_000_000, 0)
-	samplePass = room.Pass{ItemID: 42, UserID: "alice", Ticket: 7, Expiry: passNow.Add(time.Minute)}
+	sampleLine = room.Line{1, 2, 3, 4, 5, 6, 7, 8}
+	samplePass = room.Pass{ItemID: 42, UserID: "alice", Ticket: 7, Expiry: passNow.Add(time.Minute), Line: sampleLine}
 )
 
 func issue(t testing.TB, k room.PassKey, p room.Pass) string {
@@ -98,6 +99,7 @@ func TestPassRejections(t *testing.T) {
 // rawPass splits a genuine pass into its fields, to tamper with one at a time.
 type rawPass struct {
 	item, ticket, exp uint64
+	line              room.Line
 	user              string
 	mac               []byte
 }
@@ -105,7 +107,7 @@ type rawPass struct {
 func splitPass(t *testing.T, tok string) rawPass {
 	t.Helper()
 	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil || b[0] != 1 {
+	if err != nil || b[0] != 2 {
 		t.Fatalf("decode pass %q: %v (version %d)", tok, err, b[0])
 	}
 	var p rawPass
@@ -115,15 +117,17 @@ func splitPass(t *testing.T, tok string) rawPass {
 		v, n := binary.Uvarint(b)
 		*f, b = v, b[n:]
 	}
-	p.user = string(b)
+	copy(p.line[:], b)
+	p.user = string(b[len(p.line):])
 	return p
 }
 
 func (p rawPass) encode() string {
-	b := []byte{1}
+	b := []byte{2}
 	b = binary.AppendUvarint(b, p.item)
 	b = binary.AppendUvarint(b, p.ticket)
 	b = binary.AppendUvarint(b, p.exp)
+	b = append(b, p.line[:]...)
 	b = append(b, p.user...)
 	return base64.RawURLEncoding.EncodeToString(append(b, p.mac...))
 }
@@ -145,13 +149,14 @@ func TestPassTamperingEachField(t *testing.T) {
 		"ticket": func(p *rawPass) { p.ticket = 1 },
 		"expiry": func(p *rawPass) { p.exp += 3600 },
 		"user":   func(p *rawPass) { p.user = "mallory" },
+		"line":   func(p *rawPass) { p.line[7] ^= 1 },
 		"mac":    func(p *rawPass) { p.mac = append([]byte(nil), p.mac...); p.mac[31] ^= 1 },
 	}
 	for name, f := range tamper {
 		t.Run(name, func(t *testing.T) {
 			p := orig
 			f(&p)
-			_, err := k.Verify(p.encode(), int64(p.item), p.user, passNow)
+			_, err := k.VerifyIn(p.encode(), int64(p.item), p.line, p.user, passNow)
 			if !errors.Is(err, room.ErrPassForged) {
 				t.Fatalf("Verify(tampered %s) = %v, want ErrPassForged", name, err)
 			}
@@ -166,6 +171,59 @@ func TestPassTamperingEachField(t *testing.T) {
 			if _, err := k.Verify(base64.RawURLEncoding.EncodeToString(b), 42, "alice", passNow); err == nil {
 				t.Fatalf("pass with byte %d bit %d flipped verified", i, bit)
 			}
+		}
+	}
+}
+
+// TestPassLine: a pass is good only in the line it was issued in: VerifyIn
+// refuses it in another line of the same item's room (after every other
+// check), and the line is read back as signed.
+func TestPassLine(t *testing.T) {
+	k := testKey(t, 'k')
+	tok := issue(t, k, samplePass)
+	got, err := k.VerifyIn(tok, 42, sampleLine, "alice", passNow)
+	if err != nil || got.Line != sampleLine {
+		t.Fatalf("VerifyIn in its own line = %+v, %v; want line %v", got, err, sampleLine)
+	}
+	newLine := sampleLine
+	newLine[0] ^= 0x80
+	for _, c := range []struct {
+		name string
+		item int64
+		user string
+		now  time.Time
+		want error
+	}{
+		{"another line", 42, "alice", passNow, room.ErrPassWrongLine},
+		{"another line and item", 43, "alice", passNow, room.ErrPassWrongItem},
+		{"another line and user", 42, "bob", passNow, room.ErrPassWrongUser},
+		{"another line, expired", 42, "alice", samplePass.Expiry, room.ErrPassExpired},
+	} {
+		_, err := k.VerifyIn(tok, c.item, newLine, c.user, c.now)
+		if !errors.Is(err, c.want) || !errors.Is(err, room.ErrPassRejected) {
+			t.Errorf("%s: VerifyIn = %v, want %v (an ErrPassRejected)", c.name, err, c.want)
+		}
+	}
+	if _, err := k.VerifyIn(tok, 42, room.Line{}, "alice", passNow); !errors.Is(err, room.ErrPassWrongLine) {
+		t.Errorf("VerifyIn in the zero line = %v, want ErrPassWrongLine", err)
+	}
+}
+
+func TestLineOf(t *testing.T) {
+	seed := room.NewSeed()
+	l, err := room.LineOf(seed.Commitment())
+	if err != nil {
+		t.Fatalf("LineOf(a commitment): %v", err)
+	}
+	if want := seed.Commitment()[:16]; l.String() != want {
+		t.Errorf("LineOf = %v, want the commitment's first 8 bytes %s", l, want)
+	}
+	if other, _ := room.LineOf(room.NewSeed().Commitment()); other == l {
+		t.Errorf("two seeds' lines are both %v", l)
+	}
+	for _, bad := range []string{"", "abc", strings.Repeat("A", 64), strings.Repeat("0", 62), strings.Repeat("0", 66), strings.Repeat("g", 64)} {
+		if _, err := room.LineOf(bad); !errors.Is(err, room.ErrInvalid) {
+			t.Errorf("LineOf(%q) = %v, want ErrInvalid", bad, err)
 		}
 	}
 }

@@ -110,6 +110,9 @@ type Status struct {
 	// Pass is the signed pass of an admitted ticket, when Options.PassKey is
 	// set.
 	Pass string
+	// Line is the line the ticket is in (a pass carries it); zero when
+	// Redis holds no valid commitment.
+	Line Line
 }
 
 // Status is ticket's state and place at now.
@@ -126,7 +129,7 @@ func (r *Room) Status(ctx context.Context, ticket int64, now time.Time) (Status,
 }
 
 // status reads ticket.lua's reply: {state, position, user, pass expiry ms,
-// rate, waiting, drawn, ticket}, or {code} alone for a refusal.
+// rate, waiting, drawn, ticket, commitment}, or {code} first for a refusal.
 func (r *Room) status(v []any, now time.Time) (Status, error) {
 	code, _ := v[0].(string)
 	switch code {
@@ -139,7 +142,7 @@ func (r *Room) status(v []any, now time.Time) (Status, error) {
 			return Status{}, ErrSoldOut
 		}
 	}
-	if len(v) != 8 {
+	if len(v) != 9 {
 		return Status{}, unavailable(fmt.Errorf("unexpected script reply %v", v))
 	}
 	s := Status{
@@ -151,10 +154,19 @@ func (r *Room) status(v []any, now time.Time) (Status, error) {
 		Ticket:     v[7].(int64),
 	}
 	s.setPlace(v[1].(int64), v[4].(int64))
+	commitment, _ := v[8].(string)
+	line, lineErr := LineOf(commitment)
+	if lineErr == nil {
+		s.Line = line
+	}
 	if s.State == StateAdmitted {
 		s.PassExpiry = time.UnixMilli(v[3].(int64))
 		if len(r.opt.PassKey.key) > 0 {
-			p, err := r.opt.PassKey.Issue(Pass{ItemID: r.itemID, UserID: s.User, Ticket: s.Ticket, Expiry: s.PassExpiry})
+			if lineErr != nil {
+				// No line to bind the pass to: sign none.
+				return Status{}, unavailable(fmt.Errorf("room %d has no valid commitment: %w", r.itemID, lineErr))
+			}
+			p, err := r.opt.PassKey.Issue(Pass{ItemID: r.itemID, UserID: s.User, Ticket: s.Ticket, Expiry: s.PassExpiry, Line: line})
 			if err != nil {
 				return Status{}, err
 			}

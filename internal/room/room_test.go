@@ -252,6 +252,13 @@ func TestPassInStatus(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the room's pass does not verify: %v", err)
 		}
+		line, err := room.LineOf(seed.Commitment())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Line != line || s.Line != line {
+			t.Errorf("pass's line %v, status's %v; want the room's %v (its commitment's)", p.Line, s.Line, line)
+		}
 		if p.Ticket != tk || !p.Expiry.Equal(at(30_000)) || !s.PassExpiry.Equal(at(30_500)) {
 			t.Errorf("pass = %+v (room's expiry %v), want ticket %d expiring %v (the room's 30.5 s rounded down)", p, s.PassExpiry, tk, at(30_000))
 		}

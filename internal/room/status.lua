@@ -3,6 +3,8 @@ local meta, tickets, rank, live, used = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS
 local ticket = ARGV[1]
 local now_ms = tonumber(ARGV[2])
 
-local st = ticket_status(room_meta(meta), tickets, rank, live, used, ticket, now_ms)
+local m = room_meta(meta)
+local st = ticket_status(m, tickets, rank, live, used, ticket, now_ms)
 table.insert(st, tonumber(ticket))
+table.insert(st, m[7] or '')
 return st

@@ -11,9 +11,10 @@ local function u32(s, i)
 end
 
 -- The room's fields ticket_status reads: {phase, closed, pre, head, rate,
--- seq}; phase is nil without a room.
+-- seq, commitment}; phase is nil without a room. The commitment names the
+-- line (a pass carries it): the callers append it to every status reply.
 local function room_meta(meta)
-  return redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'rate', 'seq')
+  return redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'rate', 'seq', 'commitment')
 end
 
 -- Reply: {state, position, user, pass expiry ms, rate, waiting, drawn}.

@@ -147,16 +147,41 @@ func (s *Service) Draw(ctx context.Context, id int64) (*Draw, error) {
 }
 
 // CheckPass verifies an order's Seckill-Pass for item id and user, in the
-// process (no Redis call). The errors are room's pass errors.
+// process (no Redis call), and that it was issued in the item's current
+// line (the commitment this process holds): a pass of a line the room has
+// started over from since (turned off and on, lottery changed) names a
+// ticket number that means nothing now, and is room.ErrPassWrongLine. An
+// instance that has not reloaded the change yet (within Config.Reload, 1 s)
+// still holds the old line: it takes the old line's passes and refuses the
+// new one's until then. The errors are room's pass errors.
 func (s *Service) CheckPass(id int64, user, pass string) (room.Pass, error) {
-	p, err := s.pass.Verify(pass, id, user, s.cfg.Now())
+	p, err := s.verify(id, user, pass)
 	if err != nil {
 		s.obs.RoomPassRejected(PassRejection(err))
 	}
 	return p, err
 }
 
-// PassRejection names a pass error as the API and the metrics do.
+// verify checks pass in item id's current line when its room is known
+// here; in any line otherwise (the room was just turned off here, or is
+// not known here yet: see VerifyPass).
+func (s *Service) verify(id int64, user, pass string) (room.Pass, error) {
+	e := s.entry(id)
+	if e == nil {
+		return s.pass.Verify(pass, id, user, s.cfg.Now())
+	}
+	line, err := room.LineOf(e.set.Load().Commitment)
+	if err != nil {
+		// A stored commitment that is not one: the room cannot be set up
+		// either. Fail closed.
+		s.log.Warn("waiting room: the stored commitment is not valid; refusing its passes", "item", id, "err", err)
+		return room.Pass{}, room.ErrPassForged
+	}
+	return s.pass.VerifyIn(pass, id, line, user, s.cfg.Now())
+}
+
+// PassRejection names a pass error as the API and the metrics do: a pass
+// of a line since started over is pass_invalid, as a forged one is.
 func PassRejection(err error) string {
 	switch {
 	case errors.Is(err, room.ErrPassMissing):
