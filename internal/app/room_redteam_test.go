@@ -82,6 +82,11 @@ func TestRoomRedisLosesTheItemsKeys(t *testing.T) {
 		if err := rdb.Del(ctx, keys...).Err(); err != nil {
 			t.Fatal(err)
 		}
+		// The admin view still answers (the settings are the database's),
+		// saying the room is being set up until the loop has done it.
+		if r := c.Must(t, "GET", fmt.Sprintf("/api/v1/admin/items/%d", id), nil, true, nil); r.Status != http.StatusOK {
+			t.Errorf("admin view right after the loss: got %d %s, want 200", r.Status, r.Body)
+		}
 
 		// The same user may take the place again; a new user gets number 1
 		// of the new line unless ann's join came first.

@@ -224,6 +224,10 @@ type AdminView struct {
 	Live              int64 `json:"live"`
 	Rate              int64 `json:"rate"`
 	AdmittedPerSecond int64 `json:"admitted_per_second"`
+	// SettingUp: the database has the room and Redis has none yet (it was
+	// just turned on again, or Redis lost it); the loop sets it up within
+	// a tick, and the counters read 0 until then.
+	SettingUp bool `json:"setting_up,omitempty"`
 }
 
 // settings is e's public settings at now; phase pre before starts_at,
@@ -263,6 +267,13 @@ func (s *Service) Admin(ctx context.Context, it *stock.Item) (*AdminView, error)
 	rctx, cancel := s.redisCtx(ctx)
 	defer cancel()
 	st, err := e.room.Stats(rctx)
+	if errors.Is(err, room.ErrNoRoom) {
+		// Not an outage of the view: the settings are the database's, and
+		// an answer to a PUT racing a DELETE, or read right after Redis
+		// lost the room, says so instead of a 503.
+		e.ready.Store(false)
+		return &AdminView{Settings: s.settings(e, it.StartsAt, s.cfg.Now()), SettingUp: true}, nil
+	}
 	if err != nil {
 		return nil, roomErr(err)
 	}
