@@ -131,6 +131,10 @@ func TestRoomTooFastAdmissionFails(t *testing.T) {
 
 func TestRoomPassesBeyondTheStockFail(t *testing.T) {
 	t.Parallel()
-	rep := runRoomFake(t, roomBugs{extraPasses: 5}, nil)
+	// Far beyond: the script also counts passes that bought in the last
+	// SpentGrace against the cap, so a few extra passes are eaten by the
+	// buyers of the last two seconds (5 extra showed nothing once); with
+	// the cap gone, all 48 users are admitted for 40 units.
+	rep := runRoomFake(t, roomBugs{extraPasses: 1000}, nil)
 	wantVerdict(t, rep, "R10", "FAIL")
 }
