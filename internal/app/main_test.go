@@ -11,11 +11,10 @@ import (
 // TestMain fails the package's tests if any goroutine outlives them: every
 // App a test starts must stop its servers, writers, sweeper, subscriptions
 // and pools when it is closed. Most tests here wait (on restarts, fault
-// windows, drains, peers): three run at once (see testenv.Parallel; 171 s
-// for the package alone, 190 s with two). Four starved the shared Redis
-// Cluster for seconds on this 2-core machine, and the concurrency proofs,
-// which allow no 503, failed beside the others (they now take Heavy turns).
+// windows, drains, peers): two run at once (see testenv.Parallel). Four
+// starved the shared Redis Cluster for seconds on this 2-core machine, and
+// the concurrency proofs, which allow no 503, failed beside the others.
 func TestMain(m *testing.M) {
-	testenv.Parallel(3)
+	testenv.Parallel(2)
 	goleak.VerifyTestMain(m)
 }
