@@ -7,7 +7,7 @@ run:
 
 # The README's test command.
 test:
-	go test -race -count=1 -p 3 ./...
+	go test -race -count=1 ./...
 
 lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
