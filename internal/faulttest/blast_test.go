@@ -27,11 +27,11 @@ import (
 //     happened: no answer but a 2xx, and none slow (the bound, 1 s, is
 //     generous: on main at 2e08f42 they were held about 4 s; the test logs
 //     the slowest, 200 ms or less on a quiet machine, see docs/SCALING.md);
-//   - the dead master's items are answered within about a second (a 503
-//     while their slots have no master, not a hang), and sell again soon
+//   - the dead master's items are answered within 2 s (a 503 while their
+//     slots have no master, not a hang: the request timeout is 3 s), and sell again soon
 //     after the promotion: no 503 to an attempt started 1.5 s after it.
 func TestFailoverBlastRadius(t *testing.T) {
-	// Its bounds (an answer on the dead master within 1.5 s) are too tight
+	// Its bounds (an answer on the dead master within 2 s) are too tight
 	// to share the cores with other latency-bound tests: it runs Alone.
 	testenv.Alone(t)
 	for _, strategy := range []string{"lua", "lua-async", "lock"} {
@@ -48,7 +48,13 @@ type blastTry struct {
 func failoverBlast(t *testing.T, strategy string) {
 	const (
 		healthyBound = time.Second
-		deadBound    = 1500 * time.Millisecond
+		// The dead master's items: an answer (a 503 while the slots have
+		// no master) well before the request timeout (3 s) and the 4 s
+		// freeze this test was written against. 1.5 s held on a quiet
+		// machine; in CI, with another package's free-running tests on the
+		// same two cores (Alone holds off only Solo and Heavy turns), the
+		// lock strategy's slowest reached 1.55 and 1.81 s.
+		deadBound    = 2 * time.Second
 		servingAgain = 1500 * time.Millisecond
 	)
 	cluster := testenv.StartCluster(t, 3, 1, "--cluster-require-full-coverage", "no")
