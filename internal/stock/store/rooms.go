@@ -50,16 +50,6 @@ func (s *Store) Roomed(ctx context.Context, itemID int64) (bool, error) {
 	return roomed, nil
 }
 
-// Roomed reads, inside the lock, whether the locked item has a waiting
-// room.
-func (it *LockedItem) Roomed(ctx context.Context) (bool, error) {
-	var roomed bool
-	if err := it.tx.QueryRowContext(ctx, "SELECT "+roomExists, it.ID).Scan(&roomed); err != nil {
-		return false, dbError("read waiting room", err)
-	}
-	return roomed, nil
-}
-
 // WithItem is a write that goes into the transaction of an item's
 // creation or of a change of its waiting room (see CreateItem,
 // ChangeRoom): tx is that transaction, id the item's.
