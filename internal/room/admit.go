@@ -11,13 +11,36 @@ import (
 // needs several calls in the second.
 const MaxAdmitPerCall = 5000
 
-// SpentGrace is how long a pass that bought (Consume) still holds its slot
-// among the caller's maxUnusedPasses: the caller derives that cap from a
-// figure of the remaining stock that may be a little old (the service's is
-// at most about 250 ms), and until the figure shows the purchase, freeing
-// the slot would admit one user more than the stock can serve. It also
-// covers a clock skew between instances of up to about 1.5 s.
+// SpentGrace bounds how long a pass that bought (Consume) is remembered
+// for Admit, by the room's Redis clock: the longest a caller may take from
+// its Mark to its Admit call (a later call admits nobody: ErrStaleMark),
+// and the longest a spent pass stamped by a node whose clock ran ahead of
+// this one's (a failover) holds its slot. It no longer delays admission: a
+// spent pass holds its slot only for a mark taken before it was spent.
 const SpentGrace = 2 * time.Second
+
+// Mark is an instant on the clock of the Redis node that holds the room
+// (TIME), the clock Consume stamps a spent pass with. A caller takes one
+// before it reads the remaining stock it derives Admit's maxUnusedPasses
+// from: every order whose pass was spent before the mark was taken before
+// it (the order comes first), so that figure shows it.
+type Mark struct{ at time.Time }
+
+// Time is the mark's instant on the room's Redis clock.
+func (m Mark) Time() time.Time { return m.at }
+
+// Add is the mark d later (earlier, d < 0).
+func (m Mark) Add(d time.Duration) Mark { return Mark{m.at.Add(d)} }
+
+// Mark reads the room's Redis clock: one round trip to the node holding
+// the room's keys (a Redis Cluster routes it by the room's key).
+func (r *Room) Mark(ctx context.Context) (Mark, error) {
+	v, err := markScript.Run(ctx, r.rdb, []string{r.k.meta}).Int64()
+	if err != nil {
+		return Mark{}, unavailable(err)
+	}
+	return Mark{time.UnixMilli(v)}, nil
+}
 
 // Admission is what one Admit call did.
 type Admission struct {
@@ -32,17 +55,24 @@ type Admission struct {
 
 // Admit admits the next tickets in line: at most ratePerSecond a second
 // across every instance calling it (counted per second of now, spread over
-// the second), never more than maxUnusedPasses admitted-and-unused passes
-// after dropping the passes expired at now, and at most MaxAdmitPerCall.
-// Call it often (every 100 ms, say) from every instance, or from one: the
-// state is all in Redis and each call is one script. Nothing is admitted
-// before Open or while closed; the caller computes maxUnusedPasses from the
-// remaining stock.
-func (r *Room) Admit(ctx context.Context, now time.Time, ratePerSecond, maxUnusedPasses int) (Admission, error) {
+// the second), and at most MaxAdmitPerCall. After dropping the passes
+// expired at now, the live passes and those spent since mark together
+// stay within maxUnusedPasses, which the caller computes from a figure of
+// the remaining stock read after it took mark (Mark): that figure shows
+// the orders of the passes spent before the mark, not necessarily the
+// later ones. Call it often (every 100 ms, say) from every instance, or
+// from one: the state is all in Redis and each call is one script, each
+// caller with its own mark and figure. Nothing is admitted before Open or
+// while closed, and nothing for a mark older than SpentGrace
+// (ErrStaleMark).
+func (r *Room) Admit(ctx context.Context, now time.Time, mark Mark, ratePerSecond, maxUnusedPasses int) (Admission, error) {
 	if ratePerSecond <= 0 || maxUnusedPasses < 0 {
 		return Admission{}, fmt.Errorf("%w: rate %d a second and %d unused passes", ErrInvalid, ratePerSecond, maxUnusedPasses)
 	}
-	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw, r.k.spent}, now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall, SpentGrace.Milliseconds(), r.opt.AdmitLead.Milliseconds()).Slice()
+	if mark.at.IsZero() {
+		return Admission{}, fmt.Errorf("%w: no mark (Mark)", ErrInvalid)
+	}
+	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw, r.k.spent}, now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall, SpentGrace.Milliseconds(), r.opt.AdmitLead.Milliseconds(), mark.at.UnixMilli()).Slice()
 	if err != nil {
 		return Admission{}, unavailable(err)
 	}
@@ -55,6 +85,8 @@ func (r *Room) Admit(ctx context.Context, now time.Time, ratePerSecond, maxUnuse
 		return a, ErrNoRoom
 	case "sold_out":
 		return a, ErrSoldOut
+	case "stale":
+		return a, ErrStaleMark
 	}
 	tickets, _ := v[3].([]any)
 	for _, t := range tickets {

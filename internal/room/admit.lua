@@ -2,9 +2,18 @@
 --   * expired unused passes leave the live set first, so their slots pass
 --     to the next in line (no-show compensation);
 --   * at most max_unused passes are live (admitted, not used, not expired)
---     or spent less than grace_ms ago: the caller's figure of the remaining
---     stock may not show a purchase that recent yet, and counting its pass
---     free at once would admit someone for a unit already sold;
+--     or spent at or after mark_ms. Both clocks are this node's (TIME):
+--     consume.lua stamps a spent pass with it, and the caller took mark_ms
+--     (Mark) before it read the remaining stock it derived max_unused
+--     from. An order is taken before its pass is spent, so a pass spent
+--     before the mark is in that figure, and its slot is free; one spent
+--     since may not be, and still holds its slot;
+--   * spent entries are kept grace_ms by this node's clock (either way: an
+--     entry further ahead was stamped by a node whose clock ran ahead, a
+--     failover's), and a mark older than that (a caller that took longer
+--     from its mark to here) admits nobody: the entries it must count may
+--     be gone. A mark ahead of this node's clock (taken on another node)
+--     counts from this node's now;
 --   * at most per_call in one call, so one script never blocks Redis long;
 --   * nobody while paused, and at most the rate cap a second (SetControl),
 --     whatever the caller knows of them;
@@ -25,19 +34,25 @@ local max_unused = tonumber(ARGV[3])
 local per_call = tonumber(ARGV[4])
 local grace_ms = tonumber(ARGV[5])
 local lead_ms = tonumber(ARGV[6]) or 0
+local mark_ms = tonumber(ARGV[7])
 
 local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
 if expired > 0 then redis.call('HINCRBY', meta, 'expired', expired) end
-redis.call('ZREMRANGEBYSCORE', spent, '-inf', now_ms - grace_ms)
+local t = redis.call('TIME')
+local node_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', spent, '-inf', node_ms - grace_ms - 1)
+redis.call('ZREMRANGEBYSCORE', spent, node_ms + grace_ms + 1, '+inf')
 local cap = tonumber(m[10])
 if cap and cap > 0 and cap < rate then rate = cap end
 redis.call('HSET', meta, 'rate', rate)
 if phase ~= 'open' then return {'notopen', expired, 0, {}} end
 if m[2] == '1' then return {'sold_out', expired, 0, {}} end
 if m[9] == '1' then return {'ok', expired, 0, {}} end -- paused (SetControl)
+if mark_ms < node_ms - grace_ms then return {'stale', expired, 0, {}} end
+if mark_ms > node_ms then mark_ms = node_ms end
 
 local pre, head, seq, ttl = tonumber(m[3]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6])
 local sec = math.floor(now_ms / 1000)
@@ -51,7 +66,8 @@ end
 -- lead_ms: the caller calls again that much later, so admit what falls
 -- due before then too; never past the second's rate.
 local allowed = math.ceil(rate * math.min(1000, ms + 1 + lead_ms) / 1000)
-local n = math.min(allowed - win_n, max_unused - redis.call('ZCARD', live) - redis.call('ZCARD', spent), seq - head, per_call)
+local held = redis.call('ZCARD', live) + redis.call('ZCOUNT', spent, mark_ms, '+inf')
+local n = math.min(allowed - win_n, max_unused - held, seq - head, per_call)
 if n <= 0 then return {'ok', expired, 0, {}} end
 
 local function u32(s, i)

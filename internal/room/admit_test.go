@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/internal/room"
 )
 
@@ -38,7 +40,12 @@ func TestAdmitRateAcrossInstances(t *testing.T) {
 						if i == 1 && ms+7 >= 1000 {
 							ms = 999
 						}
-						adm, err := inst.Admit(context.Background(), at(s*1000+ms), rate, 1_000_000)
+						m, err := inst.Mark(context.Background())
+						if err != nil {
+							t.Errorf("Mark: %v", err)
+							return
+						}
+						adm, err := inst.Admit(context.Background(), at(s*1000+ms), m, rate, 1_000_000)
 						if err != nil {
 							t.Errorf("Admit: %v", err) // not Fatal: off the test's goroutine
 							return
@@ -129,8 +136,8 @@ func TestAdmitLeadFillsTheSecond(t *testing.T) {
 }
 
 // TestAdmitCapAndNoShows: never more live passes than the cap; a used
-// pass frees its slot at once, an expired one at the next Admit, and the
-// tickets read used and expired.
+// pass leaves the live set at once, an expired one at the next Admit, and
+// the tickets read used and expired.
 func TestAdmitCapAndNoShows(t *testing.T) {
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
@@ -142,6 +149,7 @@ func TestAdmitCapAndNoShows(t *testing.T) {
 		}
 		joinUsers(t, r, 1, 10, t0)
 
+		// 3 units left.
 		a := admit(t, r, at(0), 1_000_000, 3)
 		wantTickets(t, "first admission", a.Tickets, seq(1, 3))
 		if !a.PassExpiry.Equal(at(10_000)) {
@@ -158,14 +166,10 @@ func TestAdmitCapAndNoShows(t *testing.T) {
 		if err := r.Consume(ctx, 9, at(6)); !errors.Is(err, room.ErrNotLive) || errors.Is(err, room.ErrPassUsed) {
 			t.Errorf("Consume(never admitted) = %v, want ErrNotLive", err)
 		}
-		// A pass that bought keeps its slot for SpentGrace: the caller's
-		// figure of the remaining stock may not show the purchase yet.
-		grace := room.SpentGrace.Milliseconds()
-		wantTickets(t, "just after one was used", admit(t, r, at(7), 1_000_000, 3).Tickets, nil)
-		wantTickets(t, "before the grace ends", admit(t, r, at(5+grace-1), 1_000_000, 3).Tickets, nil)
-		wantTickets(t, "once the grace ended", admit(t, r, at(5+grace), 1_000_000, 3).Tickets, []int64{4})
+		// Ticket 2 bought: 2 units left for the two live passes.
+		wantTickets(t, "after one was used", admit(t, r, at(7), 1_000_000, 2).Tickets, nil)
 		// A lower cap (stock ran down) admits nobody until enough passes go.
-		wantTickets(t, "cap lowered", admit(t, r, at(5+grace+1), 1_000_000, 2).Tickets, nil)
+		wantTickets(t, "cap lowered", admit(t, r, at(8), 1_000_000, 1).Tickets, nil)
 
 		if s := status(t, r, 1, at(9_999)); s.State != room.StateAdmitted || !s.PassExpiry.Equal(at(10_000)) {
 			t.Errorf("ticket 1 just before expiry: %+v, want admitted until %v", s, at(10_000))
@@ -173,22 +177,105 @@ func TestAdmitCapAndNoShows(t *testing.T) {
 		if err := r.Consume(ctx, 3, at(10_000)); !errors.Is(err, room.ErrNotLive) {
 			t.Errorf("Consume(3) at its expiry = %v, want ErrNotLive", err)
 		}
-		// Tickets 1 and 3 expired at 10 s; ticket 4 expires at 12.005 s.
-		a = admit(t, r, at(10_000), 1_000_000, 3)
+		// Tickets 1 and 3 expired at 10 s, unused: their 2 units go on.
+		a = admit(t, r, at(10_000), 1_000_000, 2)
 		if a.Expired != 2 {
 			t.Errorf("expired = %d, want 2", a.Expired)
 		}
-		wantTickets(t, "slots handed on", a.Tickets, seq(5, 6))
-		for tk, want := range map[int64]room.State{1: room.StateExpired, 2: room.StateUsed, 3: room.StateExpired, 4: room.StateAdmitted, 5: room.StateAdmitted, 7: room.StateWaiting} {
+		wantTickets(t, "slots handed on", a.Tickets, seq(4, 5))
+		for tk, want := range map[int64]room.State{1: room.StateExpired, 2: room.StateUsed, 3: room.StateExpired, 4: room.StateAdmitted, 5: room.StateAdmitted, 6: room.StateWaiting} {
 			if s := status(t, r, tk, at(10_000)); s.State != want {
 				t.Errorf("ticket %d: %s, want %s", tk, s.State, want)
 			}
 		}
-		if s := status(t, r, 7, at(10_000)); s.Position != 1 || s.ETASeconds != 1 || s.Waiting != 4 {
-			t.Errorf("ticket 7: %+v, want position 1, eta 1 s, 4 waiting", s)
+		if s := status(t, r, 6, at(10_000)); s.Position != 1 || s.ETASeconds != 1 || s.Waiting != 5 {
+			t.Errorf("ticket 6: %+v, want position 1, eta 1 s, 5 waiting", s)
 		}
-		if s := status(t, r, 10, at(10_000)); s.Position != 4 || s.Ahead != 3 {
-			t.Errorf("ticket 10: %+v, want position 4 with 3 ahead", s)
+		if s := status(t, r, 10, at(10_000)); s.Position != 5 || s.Ahead != 4 {
+			t.Errorf("ticket 10: %+v, want position 5 with 4 ahead", s)
+		}
+	})
+}
+
+// TestSpentPassHoldsItsSlotOnlyAfterTheMark: the caller's figure of the
+// remaining stock is read after its mark (room.Mark), so it shows every
+// order whose pass was spent before the mark. Such a pass frees its slot
+// at once (it held it for room.SpentGrace, 2 s, before: near the end of a
+// sale the line moved seconds late while units were free); a pass spent
+// after the mark, whose order the figure may not show, still holds it.
+func TestSpentPassHoldsItsSlotOnlyAfterTheMark(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		r := e.room(t, nil)
+		seed := room.NewSeed()
+		setUp(t, r, seed, time.Hour)
+		if err := r.Open(ctx, seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, r, 1, 10, t0)
+		left := 4 // units: the figure a caller reads
+		// The rate (3 a second) holds admission below the stock.
+		wantTickets(t, "first second", admit(t, r, at(999), 3, left).Tickets, seq(1, 3))
+
+		// Ticket 1 buys: its order is taken, then its pass spent.
+		left--
+		if err := r.Consume(ctx, 1, at(1000)); err != nil {
+			t.Fatal(err)
+		}
+		// A mark now, then the figure (3): two live passes, one unit free.
+		wantTickets(t, "a pass spent before the mark", admit(t, r, at(1999), 3, left).Tickets, []int64{4})
+
+		// A mark, the figure (3 units, live passes 2, 3 and 4), and only
+		// then ticket 2 buys: this caller's figure does not show it.
+		m := mark(t, r)
+		figure := left
+		left--
+		if err := r.Consume(ctx, 2, at(2000)); err != nil {
+			t.Fatal(err)
+		}
+		wantTickets(t, "a pass spent after the mark", admitSince(t, r, at(2999), m, 3, figure).Tickets, nil)
+		// The next round's figure shows it: 2 units, 2 live passes.
+		wantTickets(t, "the next round", admit(t, r, at(3999), 3, left).Tickets, nil)
+
+		// A round slower than SpentGrace from its mark to its Admit admits
+		// nobody: the spent passes it must count may be gone.
+		old := mark(t, r).Add(-room.SpentGrace - time.Second)
+		a, err := r.Admit(ctx, at(4999), old, 3, 10)
+		if !errors.Is(err, room.ErrStaleMark) || len(a.Tickets) != 0 {
+			t.Errorf("Admit with a mark older than SpentGrace = %v, %v; want nobody, ErrStaleMark", a.Tickets, err)
+		}
+		// Stock came back (a restock to 10 units left): 8 free slots, 3 a
+		// second.
+		wantTickets(t, "restocked", admit(t, r, at(5999), 3, 10).Tickets, seq(5, 7))
+	})
+}
+
+// TestSpentPassStampedAheadIsBounded: a spent pass stamped by a node whose
+// clock ran ahead of the one holding the room now (a failover) holds its
+// slot until this clock reaches the stamp, and at most SpentGrace: one
+// stamped further ahead is dropped.
+func TestSpentPassStampedAheadIsBounded(t *testing.T) {
+	forEachRedis(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		r := e.room(t, nil)
+		seed := room.NewSeed()
+		setUp(t, r, seed, time.Hour)
+		if err := r.Open(ctx, seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, r, 1, 10, t0)
+		now := mark(t, r).Time()
+		spent := room.SpentKeyOf(r)
+		for tk, ahead := range map[int64]time.Duration{901: time.Second, 902: time.Hour} {
+			if err := e.rdb.ZAdd(ctx, spent, redis.Z{Score: float64(now.Add(ahead).UnixMilli()), Member: tk}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// 3 units: one held by the pass stamped 1 s ahead, none by the one
+		// an hour ahead.
+		wantTickets(t, "stamped ahead", admit(t, r, at(999), 1000, 3).Tickets, seq(1, 2))
+		if n := e.rdb.ZCard(ctx, spent).Val(); n != 1 {
+			t.Errorf("%d spent passes kept, want 1 (the one stamped an hour ahead dropped)", n)
 		}
 	})
 }
@@ -281,12 +368,12 @@ func TestAdmissionClockNeverGoesBack(t *testing.T) {
 		joinUsers(t, a, 1, 10, t0)
 		// The cap of live passes holds a back (a knows of 3 units left);
 		// b knows of 6.
-		ahead, err := a.Admit(context.Background(), at(1500), 1000, 3)
+		ahead, err := a.Admit(context.Background(), at(1500), mark(t, a), 1000, 3)
 		if err != nil || len(ahead.Tickets) == 0 {
 			t.Fatalf("Admit at 1.5 s: %+v, %v", ahead, err)
 		}
 		// b's clock is 400 ms behind a's.
-		behind, err := b.Admit(context.Background(), at(1100), 1000, 6)
+		behind, err := b.Admit(context.Background(), at(1100), mark(t, b), 1000, 6)
 		if err != nil || len(behind.Tickets) == 0 {
 			t.Fatalf("Admit at 1.1 s: %+v, %v", behind, err)
 		}

@@ -40,7 +40,8 @@
 //	st, _ := r.Join(ctx, userID, now)              // a ticket; again: the same one
 //	res, _ := r.JoinMany(ctx, userIDs, now)        // the same for many, one script call
 //	r.Open(ctx, seed)                              // at starts_at: the draw
-//	r.Admit(ctx, now, rate, maxLive)               // every ~100 ms, any instance
+//	m, _ := r.Mark(ctx)                            // every ~100 ms, any instance:
+//	r.Admit(ctx, now, m, rate, maxLive)            // maxLive from the stock read after m
 //	st, _ = r.Status(ctx, ticket, now)             // poll: place, ETA, the pass
 //	key.VerifyIn(pass, itemID, line, userID, now) // the order path, no Redis
 //	r.Consume(ctx, ticket, now)                    // after the order was taken

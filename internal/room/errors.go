@@ -57,6 +57,11 @@ var (
 	// joins and nobody is admitted until Resume.
 	ErrSoldOut = errors.New("room: sold out")
 
+	// ErrStaleMark: Admit was given a mark older than SpentGrace by the
+	// room's Redis clock: it admitted nobody (expired passes still left).
+	// The caller takes a new mark and reads the stock again.
+	ErrStaleMark = errors.New("room: admission mark older than SpentGrace")
+
 	// ErrUnknownTicket: no such ticket in this item's room.
 	ErrUnknownTicket = errors.New("room: unknown ticket")
 

@@ -52,7 +52,10 @@ func Example() {
 	if err := r.Open(ctx, seed); err != nil {
 		panic(err)
 	}
-	a, _ := r.Admit(ctx, now.Add(999*time.Millisecond), 2, 10) // 2 a second, at most 10 live passes
+	// Each round: a mark on the room's Redis clock, then the remaining
+	// stock, then Admit: 2 a second, at most 10 live passes.
+	m, _ := r.Mark(ctx)
+	a, _ := r.Admit(ctx, now.Add(999*time.Millisecond), m, 2, 10)
 	fmt.Println("admitted:", len(a.Tickets))
 
 	s, _ := r.Status(ctx, a.Tickets[0], now.Add(time.Second))

@@ -92,9 +92,41 @@ func status(t testing.TB, r *room.Room, ticket int64, now time.Time) room.Status
 	return s
 }
 
+// mark reads r's Redis clock (room.Mark).
+func mark(t testing.TB, r *room.Room) room.Mark {
+	t.Helper()
+	m, err := r.Mark(context.Background())
+	if err != nil {
+		t.Fatalf("Mark: %v", err)
+	}
+	return m
+}
+
+// markAfter is a mark strictly after every pass spent before the call: the
+// room's clock counts milliseconds, and a pass spent in the mark's
+// millisecond counts as spent after it (it might have been). It waits for
+// the clock to tick past the first mark.
+func markAfter(t testing.TB, r *room.Room) room.Mark {
+	t.Helper()
+	first := mark(t, r)
+	for {
+		if m := mark(t, r); m.Time().After(first.Time()) {
+			return m
+		}
+	}
+}
+
+// admit admits with a mark taken now (after every pass spent before the
+// call): maxUnused is a figure of the remaining stock read after them.
 func admit(t testing.TB, r *room.Room, now time.Time, rate, maxUnused int) room.Admission {
 	t.Helper()
-	a, err := r.Admit(context.Background(), now, rate, maxUnused)
+	return admitSince(t, r, now, markAfter(t, r), rate, maxUnused)
+}
+
+// admitSince admits with the mark m: maxUnused was read after m.
+func admitSince(t testing.TB, r *room.Room, now time.Time, m room.Mark, rate, maxUnused int) room.Admission {
+	t.Helper()
+	a, err := r.Admit(context.Background(), now, m, rate, maxUnused)
 	if err != nil {
 		t.Fatalf("Admit(%v, %d, %d): %v", now.Sub(t0), rate, maxUnused, err)
 	}

@@ -47,13 +47,20 @@ func TestOpenFinishesAfterACrash(t *testing.T) {
 		if late.Ticket != 21 || !late.Drawn || late.Position != 21 {
 			t.Errorf("join during the opening = %+v, want ticket 21 drawn at position 21", late)
 		}
-		if a, err := next.Admit(ctx, now.Add(999*time.Millisecond), 100, 100); err != nil || len(a.Tickets) != 0 {
+		m, err := next.Mark(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, err := next.Admit(ctx, now.Add(999*time.Millisecond), m, 100, 100); err != nil || len(a.Tickets) != 0 {
 			t.Fatalf("Admit with the opening half done = %v, %v; want nobody admitted", a.Tickets, err)
 		}
 		if err := next.Open(ctx, seed); err != nil {
 			t.Fatalf("Open after the crash: %v", err)
 		}
-		a, err := next.Admit(ctx, now.Add(1999*time.Millisecond), 100, 100)
+		if m, err = next.Mark(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a, err := next.Admit(ctx, now.Add(1999*time.Millisecond), m, 100, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

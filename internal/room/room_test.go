@@ -211,7 +211,7 @@ func TestCloseAndResume(t *testing.T) {
 		if _, err := r.Join(ctx, "u3", at(999)); !errors.Is(err, room.ErrSoldOut) {
 			t.Errorf("Join again when closed = %v, want ErrSoldOut", err)
 		}
-		if _, err := r.Admit(ctx, at(2000), 2, 10); !errors.Is(err, room.ErrSoldOut) {
+		if _, err := r.Admit(ctx, at(2000), mark(t, r), 2, 10); !errors.Is(err, room.ErrSoldOut) {
 			t.Errorf("Admit when closed = %v, want ErrSoldOut", err)
 		}
 		for i, tk := range drawn {
@@ -278,7 +278,7 @@ func TestNoRoomAndBadInput(t *testing.T) {
 		if _, err := r.Status(ctx, 1, t0); !errors.Is(err, room.ErrNoRoom) {
 			t.Errorf("Status without a room = %v, want ErrNoRoom", err)
 		}
-		if _, err := r.Admit(ctx, t0, 1, 1); !errors.Is(err, room.ErrNoRoom) {
+		if _, err := r.Admit(ctx, t0, mark(t, r), 1, 1); !errors.Is(err, room.ErrNoRoom) {
 			t.Errorf("Admit without a room = %v, want ErrNoRoom", err)
 		}
 		if err := r.Open(ctx, room.NewSeed()); !errors.Is(err, room.ErrNoRoom) {
@@ -298,8 +298,9 @@ func TestNoRoomAndBadInput(t *testing.T) {
 			"setup short ttl":  r.Setup(ctx, seed.Commitment(), 999*time.Millisecond),
 			"setup bad commit": r.Setup(ctx, "ABC", time.Minute),
 			"setup upper hex":  r.Setup(ctx, fmt.Sprintf("%X", seed[:]), time.Minute),
-			"zero rate":        func() error { _, err := r.Admit(ctx, t0, 0, 1); return err }(),
-			"negative cap":     func() error { _, err := r.Admit(ctx, t0, 1, -1); return err }(),
+			"zero rate":        func() error { _, err := r.Admit(ctx, t0, mark(t, r), 0, 1); return err }(),
+			"negative cap":     func() error { _, err := r.Admit(ctx, t0, mark(t, r), 1, -1); return err }(),
+			"no mark":          func() error { _, err := r.Admit(ctx, t0, room.Mark{}, 1, 1); return err }(),
 			"bad user":         func() error { _, err := r.Join(ctx, "a b", t0); return err }(),
 		} {
 			if !errors.Is(err, room.ErrInvalid) {
@@ -338,9 +339,10 @@ func TestRedisDownFailsClosed(t *testing.T) {
 	start := time.Now()
 	_, errJoin := r.Join(ctx, "x", t0)
 	_, errStatus := r.Status(ctx, 1, t0)
-	_, errAdmit := r.Admit(ctx, t0, 1, 1)
+	_, errAdmit := r.Admit(ctx, t0, room.MarkAt(t0), 1, 1)
+	_, errMark := r.Mark(ctx)
 	for name, err := range map[string]error{
-		"join": errJoin, "status": errStatus, "admit": errAdmit,
+		"join": errJoin, "status": errStatus, "admit": errAdmit, "mark": errMark,
 		"open": r.Open(ctx, room.NewSeed()), "consume": r.Consume(ctx, 1, t0), "close": r.Close(ctx),
 		"setup": r.Setup(ctx, room.NewSeed().Commitment(), time.Minute),
 	} {

@@ -40,4 +40,6 @@ var (
 	consumeScript = redis.NewScript(consumeSource)
 	closeScript   = redis.NewScript(closeSource)
 	passTTLScript = redis.NewScript(passTTLSource)
+	// markScript reads the clock of the node holding KEYS[1] (Mark).
+	markScript = redis.NewScript(`local t = redis.call('TIME') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`)
 )
