@@ -41,12 +41,8 @@ type fakeRooms struct {
 
 	mu    sync.Mutex
 	rooms map[int64]*fakeRoom
-	// admitMu makes an admission (remaining stock, then Admit) and an
-	// order with its Consume atomic to each other: a correct room never
-	// has more live passes than units left.
-	admitMu sync.Mutex
-	wg      sync.WaitGroup
-	stop    chan struct{}
+	wg    sync.WaitGroup
+	stop  chan struct{}
 }
 
 type fakeRoom struct {
@@ -144,7 +140,10 @@ func (fr *fakeRooms) createItem(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit is the room's admission loop: open at starts_at, admit every
-// 20 ms with at most the remaining stock live, close at the sell-out.
+// 20 ms with at most the remaining stock live, close at the sell-out. As
+// the service's loop does, each round takes a mark on the room's Redis
+// clock before it reads the remaining stock (room.Mark): orders and their
+// Consume run concurrently with it, unlocked.
 func (fr *fakeRooms) admit(id int64) {
 	fr.mu.Lock()
 	rm := fr.rooms[id]
@@ -164,7 +163,10 @@ func (fr *fakeRooms) admit(id int64) {
 			if !opened {
 				opened = rm.r.Open(ctx, rm.seed) == nil
 			}
-			fr.admitMu.Lock()
+			mark, err := rm.r.Mark(ctx)
+			if err != nil {
+				continue
+			}
 			fr.f.mu.Lock()
 			it := fr.f.items[id]
 			remaining := it.stock - it.sold
@@ -174,9 +176,8 @@ func (fr *fakeRooms) admit(id int64) {
 					_ = rm.r.Close(ctx)
 				}
 			} else {
-				_, _ = rm.r.Admit(ctx, now, rm.rate*max(fr.bugs.rateFactor, 1), remaining+fr.bugs.extraPasses)
+				_, _ = rm.r.Admit(ctx, now, mark, rm.rate*max(fr.bugs.rateFactor, 1), remaining+fr.bugs.extraPasses)
 			}
-			fr.admitMu.Unlock()
 		}
 	}
 }
@@ -328,11 +329,9 @@ func (fr *fakeRooms) placeOrder(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 403, errBody("pass_invalid"))
 		return
 	}
-	fr.admitMu.Lock()
 	rec := record(fr.f.placeOrder, r)
 	if rec.Code/100 == 2 && err == nil {
 		_ = rm.r.Consume(r.Context(), p.Ticket, time.Now())
 	}
-	fr.admitMu.Unlock()
 	copyResponse(w, rec)
 }

@@ -101,7 +101,7 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		// A pass for a room set up elsewhere a moment ago: learn it, so
 		// its use is recorded.
 		h.cfg.Rooms.Learn(c.Request.Context(), id)
-		h.cfg.Rooms.Consume(c.Request.Context(), id, ticket, user) // used: its slot frees after room.SpentGrace
+		h.cfg.Rooms.Consume(c.Request.Context(), id, ticket, user) // used: its slot frees at the next admission round
 	}
 	c.Header("Location", "/api/v1/orders/"+o.ID)
 	status := http.StatusCreated

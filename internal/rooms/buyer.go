@@ -197,7 +197,8 @@ func PassRejection(err error) string {
 }
 
 // Consume marks user's pass of ticket used, after its order was taken: its
-// slot frees at once. Best effort: a pass left live expires by itself, and
+// slot frees at the next admission round (whose figure of the stock, read
+// after its mark, shows the order). Best effort: a pass left live expires by itself, and
 // UNIQUE(item, user) already stops a second order.
 func (s *Service) Consume(ctx context.Context, id, ticket int64, user string) {
 	e := s.entry(id)

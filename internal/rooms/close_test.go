@@ -19,7 +19,10 @@ var errNoShop = errors.New("no shop in this test")
 
 func (noShop) Item(context.Context, int64) (*stock.Item, error)         { return nil, errNoShop }
 func (noShop) ItemView(context.Context, int64) (*stock.ItemView, error) { return nil, errNoShop }
-func (noShop) ChangeRoom(context.Context, int64, store.WithItem) error  { return errNoShop }
+func (noShop) FreshItemView(context.Context, int64) (*stock.ItemView, error) {
+	return nil, errNoShop
+}
+func (noShop) ChangeRoom(context.Context, int64, store.WithItem) error { return errNoShop }
 func (noShop) CreateItemWith(context.Context, stock.NewItem, store.WithItem) (*stock.Item, error) {
 	return nil, errNoShop
 }

@@ -230,7 +230,17 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 			return err
 		}
 	}
-	v, err := s.shop.ItemView(ctx, e.id)
+	// The admission round's figure: first a mark on the room's Redis
+	// clock, then the remaining stock read fresh, so it shows the order of
+	// every pass spent before the mark (the order is taken first), and
+	// Admit counts only the passes spent since against it. A cached view
+	// (up to ~250 ms old) would not: a pass spent before the mark but after
+	// that read would free its slot for a unit already sold.
+	mark, err := e.room.Mark(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := s.shop.FreshItemView(ctx, e.id)
 	if err != nil {
 		return err
 	}
@@ -282,11 +292,16 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		if !r.Paused {
 			maxLive = int(math.Min(math.Floor(s.cfg.PassFactor*float64(v.Remaining)), math.MaxInt32))
 		}
-		a, err := e.room.Admit(ctx, now, r.AdmitPerSecond, maxLive)
-		if err != nil && !errors.Is(err, room.ErrSoldOut) {
+		a, err := e.room.Admit(ctx, now, mark, r.AdmitPerSecond, maxLive)
+		if err != nil && !errors.Is(err, room.ErrSoldOut) && !errors.Is(err, room.ErrStaleMark) {
 			return err
 		}
 		s.admitted(e, &st, a, v, now)
+		if errors.Is(err, room.ErrStaleMark) {
+			// This round took longer than room.SpentGrace from its mark
+			// (a stalled read): it admitted nobody; the next one will.
+			e.warn(s, err)
+		}
 	}
 	e.stats.Store(&st)
 	e.statsAt.Store(readAt.UnixNano())

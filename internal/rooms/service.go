@@ -30,10 +30,14 @@ import (
 )
 
 // Shop is what the rooms need of the shop: the items and their remaining
-// stock (the public view: the gate's count, at most a few hundred ms old).
+// stock (the public view: the gate's count, at most a few hundred ms old;
+// the admission loop reads it fresh).
 type Shop interface {
 	Item(ctx context.Context, id int64) (*stock.Item, error)
 	ItemView(ctx context.Context, id int64) (*stock.ItemView, error)
+	// FreshItemView is ItemView read now: it shows every sale taken
+	// before the call (shop.Service.FreshItemView).
+	FreshItemView(ctx context.Context, id int64) (*stock.ItemView, error)
 	// CreateItemWith creates an item with with written in its transaction.
 	CreateItemWith(ctx context.Context, in stock.NewItem, with store.WithItem) (*stock.Item, error)
 	// ChangeRoom runs write (a change of the item's room) in a transaction

@@ -63,6 +63,22 @@ func (s *Service) ItemView(ctx context.Context, id int64) (*stock.ItemView, erro
 	}
 }
 
+// FreshItemView is item id's view read now, neither from memory nor from a
+// read another caller began earlier: the remaining count shows every sale
+// taken before the call (the gate's count, or the database's for an item
+// without a gate in Redis). The waiting room's admission loop needs that
+// (rooms: a pass spent before its mark must show in the figure it reads
+// after). The read refreshes the cached view too.
+func (s *Service) FreshItemView(ctx context.Context, id int64) (*stock.ItemView, error) {
+	rctx, cancel := context.WithTimeout(ctx, viewReadTimeout)
+	defer cancel()
+	e, err := s.readView(rctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.knownSoldOut(id, e), nil
+}
+
 // knownSoldOut is e's view, with nothing left when the memo says the item
 // is sold out (the cached entry is replaced, so later calls share it).
 func (s *Service) knownSoldOut(id int64, e *viewEntry) *stock.ItemView {

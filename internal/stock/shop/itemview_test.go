@@ -81,6 +81,50 @@ func TestItemViewStaleness(t *testing.T) {
 	})
 }
 
+// TestFreshItemView: the admission loop's read shows every sale taken
+// before it, however fresh the cached view (every strategy, and a bucketed
+// item), and it refreshes the cache.
+func TestFreshItemView(t *testing.T) {
+	t.Parallel()
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		type kind struct {
+			strategy stock.StrategyName
+			buckets  int
+		}
+		kinds := []kind{{stock.StrategyLua, 4}}
+		for _, name := range stock.Strategies {
+			kinds = append(kinds, kind{name, 1})
+		}
+		for _, k := range kinds {
+			t.Run(fmt.Sprintf("%s/%d", k.strategy, k.buckets), func(t *testing.T) {
+				ctx := context.Background()
+				s := newTestService(t, b, Config{Queue: queue.Config{Writers: 1}}, nil)
+				frozen := time.Now()
+				s.views.clock = func() time.Time { return frozen } // a cached view never ages
+				it, err := s.CreateItem(ctx, stock.NewItem{Name: "fresh", Stock: 3, Strategy: k.strategy, Buckets: k.buckets})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, err := s.ItemView(ctx, it.ID); err != nil || v.Remaining != 3 {
+					t.Fatalf("before the sale: %+v, %v; want 3 left", v, err)
+				}
+				if _, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "alice"}); err != nil {
+					t.Fatal(err)
+				}
+				if v, err := s.ItemView(ctx, it.ID); err != nil || v.Remaining != 3 {
+					t.Fatalf("cached view after the sale: %+v, %v; want the cached 3", v, err)
+				}
+				if v, err := s.FreshItemView(ctx, it.ID); err != nil || v.Remaining != 2 {
+					t.Errorf("FreshItemView after the sale: %+v, %v; want 2 left", v, err)
+				}
+				if v, err := s.ItemView(ctx, it.ID); err != nil || v.Remaining != 2 {
+					t.Errorf("cached view after FreshItemView: %+v, %v; want 2 left", v, err)
+				}
+			})
+		}
+	})
+}
+
 // TestItemViewDuringASale: views read while buyers race never show a
 // negative count or more than the stock, and once the sale is over and
 // ViewMaxAge has passed the view shows exactly what the gate has left.
