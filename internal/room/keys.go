@@ -18,7 +18,7 @@ type keys struct {
 	draw    string // string: 4 bytes a serve number, its pre-queue ticket (after the draw)
 	live    string // sorted set: admitted, unused, unexpired tickets by pass expiry (ms)
 	used    string // set: tickets whose pass bought
-	spent   string // sorted set: tickets whose pass bought in the last SpentGrace, by when (ms)
+	spent   string // sorted set: tickets whose pass bought in the last SpentGrace, by the node's TIME (ms)
 }
 
 func newKeys(prefix string, itemID int64) (keys, error) {
