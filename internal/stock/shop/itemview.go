@@ -65,10 +65,19 @@ func (s *Service) ItemView(ctx context.Context, id int64) (*stock.ItemView, erro
 
 // FreshItemView is item id's view read now, neither from memory nor from a
 // read another caller began earlier: the remaining count shows every sale
-// taken before the call (the gate's count, or the database's for an item
-// without a gate in Redis). The waiting room's admission loop needs that
+// taken before the call. The waiting room's admission loop needs that
 // (rooms: a pass spent before its mark must show in the figure it reads
 // after). The read refreshes the cached view too.
+//
+// For a lua item the count is the database's, stock less the orders
+// committed, unless the gate already reads sold out: a lua order's unit
+// leaves the gate before its write, and its pass is spent only after the
+// commit, so while the write is in flight the gate's count would hold the
+// unit twice against the passes, once taken and once as a live pass (the
+// loop then admitted up to the orders in flight too few, for as long as
+// buyers kept buying). The other strategies spend the pass one Redis call
+// after the unit leaves their count (lua-async's gate, which counts the
+// queued orders the database has not seen yet; lock's database).
 func (s *Service) FreshItemView(ctx context.Context, id int64) (*stock.ItemView, error) {
 	rctx, cancel := context.WithTimeout(ctx, viewReadTimeout)
 	defer cancel()
@@ -76,7 +85,21 @@ func (s *Service) FreshItemView(ctx context.Context, id int64) (*stock.ItemView,
 	if err != nil {
 		return nil, err
 	}
-	return s.knownSoldOut(id, e), nil
+	v := s.knownSoldOut(id, e)
+	if v.Remaining == 0 {
+		return v, nil
+	}
+	it, err := s.publicRouting(rctx, id)
+	if err != nil || it.Strategy != stock.StrategyLua {
+		return v, err
+	}
+	db, err := s.store.Item(rctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c := *v
+	c.Remaining = max(0, db.Remaining())
+	return &c, nil
 }
 
 // knownSoldOut is e's view, with nothing left when the memo says the item

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -121,6 +124,43 @@ func TestFreshItemView(t *testing.T) {
 					t.Errorf("cached view after FreshItemView: %+v, %v; want 2 left", v, err)
 				}
 			})
+		}
+	})
+}
+
+// TestFreshItemViewCountsALuaOrderInFlightOnce: a lua order whose unit
+// left the gate but whose write has not committed still counts as left in
+// the admission loop's figure (its pass is still live, and counts there),
+// until the gate reads sold out.
+func TestFreshItemViewCountsALuaOrderInFlightOnce(t *testing.T) {
+	t.Parallel()
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{}, nil)
+		it, err := s.CreateItem(ctx, stock.NewItem{Name: "in flight", Stock: 3, Strategy: stock.StrategyLua})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		// bob's unit is reserved; his write is still on its way.
+		if _, err := s.gate.Reserve(ctx, gate.Single(it.ID), "bob", uuid.Must(uuid.NewV7()).String(), time.Now(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := s.FreshItemView(ctx, it.ID); err != nil || v.Remaining != 2 {
+			t.Errorf("FreshItemView with one order in flight: %+v, %v; want 2 left (the database's count)", v, err)
+		}
+		// carol takes the last unit: the gate is empty, nothing is left to
+		// admit anyone for.
+		for _, u := range []string{"carol", "dave"} {
+			_, err := s.gate.Reserve(ctx, gate.Single(it.ID), u, uuid.Must(uuid.NewV7()).String(), time.Now(), nil)
+			if (u == "dave") != errors.Is(err, stock.ErrSoldOut) {
+				t.Fatalf("%s's reserve: %v (only dave's finds the gate sold out)", u, err)
+			}
+		}
+		if v, err := s.FreshItemView(ctx, it.ID); err != nil || v.Remaining != 0 {
+			t.Errorf("FreshItemView with the gate empty: %+v, %v; want 0 left", v, err)
 		}
 	})
 }
