@@ -2,9 +2,10 @@ package gate
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"sync"
+
+	"github.com/seckill/seckill/internal/stock"
 )
 
 // An item created with buckets K > 1 splits its stock over K gates, the
@@ -62,14 +63,7 @@ func AllBuckets(itemID int64, k int) []Bucket {
 	return out
 }
 
-func spread(s string, k int) int {
-	if k <= 1 {
-		return 0
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return int(h.Sum32() % uint32(k))
-}
+func spread(s string, k int) int { return stock.HomeBucketOf(s, k) }
 
 // tags caches bucket tags: finding one costs up to a few hundred CRC16s.
 var tags sync.Map // Bucket -> string

@@ -41,7 +41,7 @@ func NewBareWriter(st *store.Store, fenced bool) *BareWriter {
 // no waiting-room pass, as an order of an item without a room: its UPDATE
 // checks item_rooms, as the service's does.
 func (b *BareWriter) Write(ctx context.Context, o *stock.Order, key string) error {
-	return b.w.write(ctx, o, key, false, nil)
+	return b.w.write(ctx, o, key, false, 1, nil)
 }
 
 // Close lets the writers finish what is queued and waits for them.

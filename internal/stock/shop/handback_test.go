@@ -30,7 +30,7 @@ func TestLateCommitHandedBackAndCancelledReturnsOneUnit(t *testing.T) {
 		return err
 	}
 	commit := func(ctx context.Context, s *Service, _ gate.Bucket, o *stock.Order) error {
-		return s.lua.writer.write(ctx, o, "", false, nil)
+		return s.lua.writer.write(ctx, o, "", false, 1, nil)
 	}
 	cancel := func(ctx context.Context, s *Service, _ gate.Bucket, o *stock.Order) error {
 		_, err := s.CancelOrder(ctx, o.ID, o.UserID)

@@ -76,6 +76,10 @@ type OrderWrite struct {
 	// (stock.OrderRequest.Pass); without one, an item whose room is on
 	// refuses it.
 	Pass bool
+	// Buckets is the item's bucket count (stock.Item.Buckets): above 1,
+	// the order takes its unit from its buyer's home bucket row
+	// (item_stock), not from the items row. 0 means 1.
+	Buckets int
 }
 
 // InsertOrder writes w's order and takes one unit of its item in one
@@ -89,6 +93,16 @@ type OrderWrite struct {
 func (s *Store) InsertOrder(ctx context.Context, w OrderWrite, fence int64) error {
 	o := w.Order
 	now := Now()
+	if w.Buckets > 1 {
+		if fence > 0 {
+			return fmt.Errorf("store: item %d: a fenced write of a bucketed item", o.ItemID)
+		}
+		if err := s.insertBucketed(ctx, []OrderWrite{w}, stock.HomeBucketOf(o.UserID, w.Buckets), now, func() {}, true); err != nil {
+			return err
+		}
+		s.Created(o, now)
+		return nil
+	}
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, insertOrders+rowsOf(1, orderColumns), orderValues(nil, o.ID, o.ItemID, o.UserID, w.Key, s.deadline(now), now, now)...)
 		if err != nil {
@@ -124,7 +138,7 @@ var takeUnitsSQL = func() (q [2][2]string) {
 			if f == 1 {
 				s += ", lock_fence = ?"
 			}
-			s += " WHERE id = ? AND sold + ? <= stock"
+			s += " WHERE id = ? AND sold + ? <= stock AND buckets <= 1"
 			if f == 1 {
 				s += " AND lock_fence <= ?"
 			}
@@ -221,6 +235,19 @@ func fenceStaleError(fence, lastFence int64) error {
 func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Time, fence int64, progress func()) error {
 	if progress == nil {
 		progress = func() {}
+	}
+	if batch[0].Buckets > 1 {
+		b, err := bucketOf(batch)
+		if err == nil && fence > 0 {
+			err = fmt.Errorf("store: item %d: a fenced write of a bucketed item", batch[0].Order.ItemID)
+		}
+		if err == nil {
+			err = s.insertBucketed(ctx, batch, b, now, progress, false)
+		}
+		if errors.Is(err, errCommit) {
+			return fmt.Errorf("%w: %w", ErrMaybeCommitted, err)
+		}
+		return err
 	}
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		progress()
