@@ -112,6 +112,9 @@ func (s *Store) cancelOrderOnce(ctx context.Context, o *stock.Order, now time.Ti
 		if back, err := oneRow(res, "return unit"); err != nil {
 			return err
 		} else if !back {
+			if k > 1 {
+				return fmt.Errorf("database: item %d's bucket row %d has nothing sold, yet order %s held a unit of it", o.ItemID, stock.HomeBucketOf(user, k), o.ID)
+			}
 			return fmt.Errorf("database: item %d has nothing sold, yet order %s held a unit of it", o.ItemID, o.ID)
 		}
 		return nil
