@@ -18,7 +18,8 @@ import (
 // gives its unit back to the row it came from; the free units (stock -
 // sold) are shared evenly, the remainder to the first rows. The sums must
 // equal the items row's stock and sold, or the migration fails, changing
-// nothing (it runs in one transaction).
+// nothing (it runs in one transaction). The items row's sold is then 0, as
+// for an item made with bucket rows: its sold is the rows' sum.
 var splitBucketRows = goose.NewGoMigration(10, &goose.GoFunc{RunTx: splitBuckets}, &goose.GoFunc{RunTx: joinBuckets})
 
 type bucketedItem struct {
@@ -73,6 +74,12 @@ func splitBuckets(ctx context.Context, tx *sql.Tx) error {
 		}
 		if sumStock != it.stock || sumSold != it.sold {
 			return fmt.Errorf("item %d: bucket rows sum to %d stock, %d sold; the item has %d, %d", it.id, sumStock, sumSold, it.stock, it.sold)
+		}
+		// items.sold is not kept for a bucketed item: 0, as for one made
+		// with bucket rows (a stale count would trip items' own CHECK on a
+		// later cut of the stock).
+		if _, err := tx.ExecContext(ctx, "UPDATE items SET sold = 0 WHERE id = ?", it.id); err != nil {
+			return fmt.Errorf("item %d: %w", it.id, err)
 		}
 	}
 	return nil

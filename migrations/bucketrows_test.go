@@ -135,6 +135,10 @@ func TestBucketRowsMigration(t *testing.T) {
 		if sold != 13 || soldOut != 17 {
 			t.Errorf("after the migration: %d sold, %d sold out; want the 13 left sold, 17 sold out", sold, soldOut)
 		}
+		var itemsSold int64
+		if err := db.QueryRow("SELECT sold FROM items WHERE id = ?", id).Scan(&itemsSold); err != nil || itemsSold != 0 {
+			t.Errorf("items.sold of the migrated item: %d, %v; want 0 (the rows hold it)", itemsSold, err)
+		}
 		if it, err := st.Item(ctx, id); err != nil || it.Sold != 20 || it.Stock != 20 {
 			t.Errorf("item after the sale: %+v, %v; want 20 of 20 sold", it, err)
 		}

@@ -19,7 +19,7 @@ import (
 // the user id, the same bucket whose Redis gate reserved it), so the K
 // rows of one hot item commit in parallel. items.stock stays the item's
 // total stock (the sum of the rows' stock); items.sold is not written for
-// such an item: its sold is the sum of the rows' sold (soldOf), in every
+// such an item (it stays 0): its sold is the sum of the rows' sold (soldOf), in every
 // read. Row b's sold is the number of the item's live orders whose buyer's
 // home is b: a cancel gives the unit back to that row.
 //

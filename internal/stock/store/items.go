@@ -175,9 +175,8 @@ func (s *Store) SetStock(ctx context.Context, id, n int64, locked func(old *stoc
 				return err
 			}
 		}
-		// A bucketed item's items.sold is not kept (it is 0, or what it
-		// was when the item's bucket rows were made): the rows' CHECK and
-		// the sum checked above guard its cut.
+		// A bucketed item's items.sold is not kept (it is 0): the rows'
+		// CHECK and the sum checked above guard its cut.
 		res, err := tx.ExecContext(ctx, "UPDATE items SET stock = ?, updated_at = ? WHERE id = ? AND (buckets > 1 OR sold <= ?)", n, now, id, n)
 		if err != nil {
 			return dbError("update stock", err)
