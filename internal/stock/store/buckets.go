@@ -197,7 +197,7 @@ func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, n
 			return whyRowShort(ctx, tx, itemID, b, roomless, single)
 		})
 		switch {
-		case isDeadlock(err) && round < maxMoveRounds && ctx.Err() == nil:
+		case isLockConflict(err) && round < maxMoveRounds && ctx.Err() == nil:
 			continue // rolled back whole: nothing written
 		case !errors.Is(err, errRowShort):
 			return err
@@ -249,12 +249,12 @@ func whyRowShort(ctx context.Context, tx *sql.Tx, itemID int64, b int, roomless,
 // units (so a bucket whose buyers are many is not refilled unit by unit),
 // never more than it has free: sold units never move. It returns the
 // item's free units in all, as seen under the locks: fewer than need, and
-// nothing moved. A deadlock (InnoDB rolls the victim back whole) is run
-// again.
+// nothing moved. A deadlock or a lock wait timeout (the transaction is
+// rolled back whole) is run again, up to deadlockAttempts times.
 func (s *Store) moveUnits(ctx context.Context, itemID int64, b int, need int64) (free int64, err error) {
 	for attempt := 1; ; attempt++ {
 		free, err = s.moveUnitsOnce(ctx, itemID, b, need)
-		if attempt < deadlockAttempts && isDeadlock(err) && ctx.Err() == nil {
+		if attempt < deadlockAttempts && isLockConflict(err) && ctx.Err() == nil {
 			continue
 		}
 		return free, err
