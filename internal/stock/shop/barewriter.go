@@ -44,6 +44,13 @@ func (b *BareWriter) Write(ctx context.Context, o *stock.Order, key string) erro
 	return b.w.write(ctx, o, key, false, 1, nil)
 }
 
+// WriteBucketed is Write for an order of a lua item with buckets k > 1:
+// it is queued to its buyer's home bucket's writer and takes its unit from
+// that bucket's row (docs/DESIGN.md, "Bucket rows"), as the service's is.
+func (b *BareWriter) WriteBucketed(ctx context.Context, o *stock.Order, key string, k int) error {
+	return b.w.write(ctx, o, key, false, k, nil)
+}
+
 // Close lets the writers finish what is queued and waits for them.
 func (b *BareWriter) Close() { b.w.close() }
 
