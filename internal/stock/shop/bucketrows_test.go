@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -339,5 +340,80 @@ func TestBucketRowsStockChangesAndViews(t *testing.T) {
 			t.Errorf("items sold out: %+v, %v; want this item with 8 sold", page, err)
 		}
 		checkSold(t, s, it.ID, 8)
+	})
+}
+
+// With no gate in front (three instances' group-commit writers on one
+// database, as loadtest/dbcost's floor runs them), the bucket rows alone
+// sell exactly the stock: buyers nine in ten of them in one bucket of
+// four, as many as the units, all at once, every one sold (moves racing
+// on three instances tell nobody sold_out while a row has a unit); then
+// nobody more.
+func TestBucketRowsWithoutGateNoPhantomSoldOut(t *testing.T) {
+	t.Parallel()
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		stores := []*store.Store{newTestStore(t, b, nil), newTestStore(t, b, nil), newTestStore(t, b, nil)}
+		if b.MySQLDSN == "" {
+			stores = stores[:1] // one SQLite writer
+		}
+		it := &stock.Item{Name: "bare", Stock: 240, Strategy: stock.StrategyLua, Buckets: 4}
+		if err := stores[0].CreateItem(ctx, it, nil); err != nil {
+			t.Fatal(err)
+		}
+		writers := make([]*BareWriter, len(stores))
+		for i, st := range stores {
+			writers[i] = NewBareWriter(st, false)
+			defer writers[i].Close()
+		}
+		buy := func(users []string) (sold, soldOut int, other []error) {
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for i, u := range users {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					o := &stock.Order{ID: fmt.Sprintf("%036s", fmt.Sprintf("%d-%s", it.ID, u)), ItemID: it.ID, UserID: u}
+					octx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
+					defer cancel()
+					err := writers[i%len(writers)].WriteBucketed(octx, o, "", 4)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						sold++
+					case errors.Is(err, stock.ErrSoldOut):
+						soldOut++
+					default:
+						other = append(other, err)
+					}
+				}()
+			}
+			wg.Wait()
+			return sold, soldOut, other
+		}
+		sold, soldOut, other := buy(skewedUsers(fmt.Sprintf("bare%d", it.ID), it.ID, 4, 240, 9))
+		if sold != 240 || soldOut != 0 || len(other) != 0 {
+			t.Errorf("240 buyers for 240 units: %d sold, %d sold_out, other errors %v; want every one sold", sold, soldOut, other)
+		}
+		sold, soldOut, other = buy(skewedUsers(fmt.Sprintf("late%d", it.ID), it.ID, 4, 20, 5))
+		if sold != 0 || soldOut != 20 || len(other) != 0 {
+			t.Errorf("after the sell-out: %d sold, %d sold_out, other errors %v; want 20 sold_out", sold, soldOut, other)
+		}
+		rows, err := stores[0].BucketRows(ctx, it.ID, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var units, total int64
+		for _, r := range rows {
+			units += r.Stock
+			total += r.Sold
+			if r.Sold != r.Live || r.Sold != r.Stock {
+				t.Errorf("row %d: %+v; want every unit sold to its own buyers", r.Bucket, r)
+			}
+		}
+		if units != 240 || total != 240 {
+			t.Errorf("rows hold %d units, %d sold; want 240 and 240", units, total)
+		}
 	})
 }
