@@ -197,8 +197,8 @@ func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, n
 			return whyRowShort(ctx, tx, itemID, b, roomless, single)
 		})
 		switch {
-		case isLockConflict(err) && round < maxMoveRounds && ctx.Err() == nil:
-			continue // rolled back whole: nothing written
+		case isLockConflict(err) && !errors.Is(err, errCommit) && round < maxMoveRounds && ctx.Err() == nil:
+			continue // rolled back whole: nothing written (a failed COMMIT may have written: never rerun)
 		case !errors.Is(err, errRowShort):
 			return err
 		case round == maxMoveRounds:
