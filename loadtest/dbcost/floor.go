@@ -36,6 +36,7 @@ type floorConfig struct {
 	Writers    int           // lua-async writer goroutines
 	Batch      int           // orders per lua-async transaction, at most
 	Buckets    int           // the lua item's buckets (bucket rows); 0 or 1: its items row
+	Instances  int           // lua: group-commit writers of the item, as so many service instances (0: 1)
 }
 
 // floorResult is what one strategy at one concurrency did.
@@ -80,7 +81,11 @@ func floor(ctx context.Context, st *store.Store, pid int, cfg floorConfig, each 
 			if s == stock.StrategyLuaAsync {
 				r, err = floorQueued(ctx, st, it.ID, c, cfg)
 			} else {
-				r, err = floorSync(ctx, st, it.ID, s == stock.StrategyLock, k, c, cfg.Duration)
+				inst := 1 // lock's instances share one Redis lock: one writer at a time
+				if s == stock.StrategyLua {
+					inst = max(1, cfg.Instances)
+				}
+				r, err = floorSync(ctx, st, it.ID, s == stock.StrategyLock, k, inst, c, cfg.Duration)
 			}
 			if err != nil {
 				return fmt.Errorf("%s -c%d: %w", s, c, err)
@@ -107,9 +112,14 @@ func cpuOrZero(pid int) float64 {
 // placing an order, waiting for its commit and placing the next, as the
 // service's connections do, until d has passed or the item sold out.
 // Orders per commit: the orders of one transaction share its timestamp.
-func floorSync(ctx context.Context, st *store.Store, itemID int64, fenced bool, k, conns int, d time.Duration) (floorResult, error) {
-	w := shop.NewBareWriter(st, fenced)
-	defer w.Close()
+// The buyers are spread over instances writers (each its own group
+// commit, as one service instance's), all on the one connection pool.
+func floorSync(ctx context.Context, st *store.Store, itemID int64, fenced bool, k, instances, conns int, d time.Duration) (floorResult, error) {
+	ws := make([]*shop.BareWriter, instances)
+	for i := range ws {
+		ws[i] = shop.NewBareWriter(st, fenced)
+		defer ws[i].Close()
+	}
 	run, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	waits := make([][]time.Duration, conns)
@@ -126,7 +136,7 @@ func floorSync(ctx context.Context, st *store.Store, itemID int64, fenced bool, 
 				o := &stock.Order{ID: uuid.Must(uuid.NewV7()).String(), ItemID: itemID, UserID: fmt.Sprintf("f%d-%d", g, n)}
 				octx, cancel := context.WithTimeout(ctx, shop.DefaultRequestTimeout) // the service's request timeout
 				t0 := time.Now()
-				err := w.WriteBucketed(octx, o, "", k)
+				err := ws[g%instances].WriteBucketed(octx, o, "", k)
 				cancel()
 				switch {
 				case err == nil:
