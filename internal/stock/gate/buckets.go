@@ -37,7 +37,9 @@ type Bucket struct {
 // made before buckets).
 func Single(itemID int64) Bucket { return Bucket{Item: itemID, B: 0, K: 1} }
 
-// HomeBucket is userID's bucket of an item with k buckets: always the same.
+// HomeBucket is userID's bucket of an item with k buckets: always the same
+// (stock.HomeBucketOf), and the same bucket row in the database, which the
+// user's order takes its unit from (store, "Bucket rows").
 func HomeBucket(itemID int64, k int, userID string) Bucket {
 	return Bucket{Item: itemID, B: spread(userID, k), K: max(1, k)}
 }
