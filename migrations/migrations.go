@@ -74,7 +74,7 @@ func provider(db *sql.DB, d Dialect) (*goose.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := goose.NewProvider(gd, db, sub)
+	p, err := goose.NewProvider(gd, db, sub, goose.WithGoMigrations(splitBucketRows))
 	if err != nil {
 		return nil, fmt.Errorf("migrations: %w", err)
 	}

@@ -271,10 +271,12 @@ func streamHas(t testing.TB, rdb redis.UniversalClient, prefix string, id int64,
 	return false
 }
 
+// soldOf reads the item's sold: its bucket rows' sum when it has several
+// buckets (docs/DESIGN.md, "Bucket rows").
 func soldOf(t testing.TB, db *gorm.DB, id int64) int64 {
 	t.Helper()
 	var n int64
-	if err := db.Raw("SELECT sold FROM items WHERE id = ?", id).Scan(&n).Error; err != nil {
+	if err := db.Raw("SELECT CASE WHEN buckets > 1 THEN (SELECT SUM(sold) FROM item_stock WHERE item_id = items.id) ELSE sold END FROM items WHERE id = ?", id).Scan(&n).Error; err != nil {
 		t.Fatal(err)
 	}
 	return n

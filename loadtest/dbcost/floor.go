@@ -35,11 +35,14 @@ type floorConfig struct {
 	Stock      int64         // each item's stock
 	Writers    int           // lua-async writer goroutines
 	Batch      int           // orders per lua-async transaction, at most
+	Buckets    int           // the lua item's buckets (bucket rows); 0 or 1: its items row
+	Instances  int           // lua: group-commit writers of the item, as so many service instances (0: 1)
 }
 
 // floorResult is what one strategy at one concurrency did.
 type floorResult struct {
 	Strategy stock.StrategyName
+	Buckets  int // the lua item's, 1 for the others
 	Conns    int
 	Item     int64
 	Orders   int64 // committed, as counted here
@@ -64,7 +67,11 @@ func (r floorResult) OrdersPerSecond() float64 { return float64(r.Orders) / r.El
 func floor(ctx context.Context, st *store.Store, pid int, cfg floorConfig, each func(floorResult)) error {
 	for _, c := range cfg.Conns {
 		for _, s := range cfg.Strategies {
-			it := &stock.Item{Name: fmt.Sprintf("floor-%s-c%d", s, c), Stock: cfg.Stock, Strategy: s}
+			k := 1
+			if s == stock.StrategyLua {
+				k = max(1, cfg.Buckets)
+			}
+			it := &stock.Item{Name: fmt.Sprintf("floor-%s-c%d", s, c), Stock: cfg.Stock, Strategy: s, Buckets: k}
 			if err := st.CreateItem(ctx, it, nil); err != nil {
 				return err
 			}
@@ -74,12 +81,16 @@ func floor(ctx context.Context, st *store.Store, pid int, cfg floorConfig, each 
 			if s == stock.StrategyLuaAsync {
 				r, err = floorQueued(ctx, st, it.ID, c, cfg)
 			} else {
-				r, err = floorSync(ctx, st, it.ID, s == stock.StrategyLock, c, cfg.Duration)
+				inst := 1 // lock's instances share one Redis lock: one writer at a time
+				if s == stock.StrategyLua {
+					inst = max(1, cfg.Instances)
+				}
+				r, err = floorSync(ctx, st, it.ID, s == stock.StrategyLock, k, inst, c, cfg.Duration)
 			}
 			if err != nil {
 				return fmt.Errorf("%s -c%d: %w", s, c, err)
 			}
-			r.Strategy, r.Conns, r.Item, r.CPU = s, c, it.ID, -1
+			r.Strategy, r.Buckets, r.Conns, r.Item, r.CPU = s, k, c, it.ID, -1
 			if pid > 0 && r.Orders > 0 {
 				r.CPU = (cpuOrZero(pid) - cpu0) / float64(r.Orders) * 1e6
 			}
@@ -101,9 +112,14 @@ func cpuOrZero(pid int) float64 {
 // placing an order, waiting for its commit and placing the next, as the
 // service's connections do, until d has passed or the item sold out.
 // Orders per commit: the orders of one transaction share its timestamp.
-func floorSync(ctx context.Context, st *store.Store, itemID int64, fenced bool, conns int, d time.Duration) (floorResult, error) {
-	w := shop.NewBareWriter(st, fenced)
-	defer w.Close()
+// The buyers are spread over instances writers (each its own group
+// commit, as one service instance's), all on the one connection pool.
+func floorSync(ctx context.Context, st *store.Store, itemID int64, fenced bool, k, instances, conns int, d time.Duration) (floorResult, error) {
+	ws := make([]*shop.BareWriter, instances)
+	for i := range ws {
+		ws[i] = shop.NewBareWriter(st, fenced)
+		defer ws[i].Close()
+	}
 	run, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	waits := make([][]time.Duration, conns)
@@ -120,7 +136,7 @@ func floorSync(ctx context.Context, st *store.Store, itemID int64, fenced bool, 
 				o := &stock.Order{ID: uuid.Must(uuid.NewV7()).String(), ItemID: itemID, UserID: fmt.Sprintf("f%d-%d", g, n)}
 				octx, cancel := context.WithTimeout(ctx, shop.DefaultRequestTimeout) // the service's request timeout
 				t0 := time.Now()
-				err := w.Write(octx, o, "")
+				err := ws[g%instances].WriteBucketed(octx, o, "", k)
 				cancel()
 				switch {
 				case err == nil:
@@ -271,7 +287,11 @@ func printFloor(printf func(string, ...any)) func(floorResult) {
 		if r.Commits > 0 {
 			perCommit = fmt.Sprintf("%.1f", float64(r.Orders)/float64(r.Commits))
 		}
-		printf("| %s | %d | %d | %.0f | %s | %.2fms | %s |\n", r.Strategy, r.Conns, r.Orders, r.OrdersPerSecond(), perCommit,
+		label := string(r.Strategy)
+		if r.Buckets > 1 {
+			label += fmt.Sprintf("-k%d", r.Buckets) // one word: bench-ratios.sh reads the table by columns
+		}
+		printf("| %s | %d | %d | %.0f | %s | %.2fms | %s |\n", label, r.Conns, r.Orders, r.OrdersPerSecond(), perCommit,
 			float64(r.P99.Microseconds())/1000, cpu)
 	}
 }

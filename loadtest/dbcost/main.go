@@ -59,12 +59,20 @@ func main() {
 	units := flag.Int64("stock", 10_000_000, "-floor: each item's stock (the run stops early if it sells out)")
 	writers := flag.Int("writers", queue.DefaultWriters, "-floor: lua-async writer goroutines (SECKILL_WRITERS)")
 	writerBatch := flag.Int("writer-batch", queue.DefaultBatch, "-floor: lua-async orders per transaction, at most (SECKILL_WRITER_BATCH)")
+	instances := flag.Int("instances", 1, "-floor: the lua item's group-commit writers, as so many service instances (lock keeps one: its Redis lock)")
+	buckets := flag.Int("buckets", 1, "-floor: the lua item's buckets (1 to 64; above 1 it keeps its stock in bucket rows, one group-commit writer per bucket)")
 	flag.Parse()
 	log.SetFlags(0)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *floorMode {
-		cfg := floorConfig{Duration: *duration, Stock: *units, Writers: *writers, Batch: *writerBatch}
+		cfg := floorConfig{Duration: *duration, Stock: *units, Writers: *writers, Batch: *writerBatch, Buckets: *buckets, Instances: *instances}
+		if err := stock.ValidateBuckets(*buckets); err != nil {
+			log.Fatalf("dbcost: -buckets: %v", err)
+		}
+		if *instances < 1 {
+			log.Fatal("dbcost: -instances must be at least 1")
+		}
 		var err error
 		if cfg.Strategies, err = parseFloorStrategies(*strategies); err != nil {
 			log.Fatalf("dbcost: -strategies: %v", err)

@@ -52,8 +52,11 @@ func (s *SQLStore) Orders(ctx context.Context, itemID int64) ([]DBOrder, error) 
 	return out, rows.Err()
 }
 
+// Item reads the item's stock and sold; an item with several buckets
+// keeps its sold in its bucket rows (item_stock), summed here.
 func (s *SQLStore) Item(ctx context.Context, itemID int64) (DBItem, error) {
 	var it DBItem
-	err := s.db.QueryRowContext(ctx, "SELECT stock, sold FROM items WHERE id = ?", itemID).Scan(&it.Stock, &it.Sold)
+	err := s.db.QueryRowContext(ctx, "SELECT stock, CASE WHEN buckets > 1 THEN (SELECT SUM(sold) FROM item_stock WHERE item_id = items.id) ELSE sold END FROM items WHERE id = ?", itemID).
+		Scan(&it.Stock, &it.Sold)
 	return it, err
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"gorm.io/gorm"
 
+	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -224,6 +225,9 @@ func ProofAcross(t *testing.T, cs []*Client, db *gorm.DB, strategy string, spec 
 	if err := db.Raw("SELECT stock, sold FROM items WHERE id = ?", it.ID).Scan(&row).Error; err != nil {
 		t.Fatalf("read item: %v", err)
 	}
+	if buckets > 1 {
+		row.Sold = checkBucketRows(t, db, it.ID, buckets, row.Stock)
+	}
 	if row.Sold != int64(len(orders)) || row.Sold > row.Stock {
 		t.Errorf("item row: sold %d, stock %d, %d orders; want sold == orders <= stock", row.Sold, row.Stock, len(orders))
 	}
@@ -250,4 +254,42 @@ func ProofAcross(t *testing.T, cs []*Client, db *gorm.DB, strategy string, spec 
 				i, got.Stock, got.Sold, got.Remaining, spec.Stock, want, spec.Stock-want)
 		}
 	}
+}
+
+// checkBucketRows checks the bucket rows of an item with k > 1 buckets:
+// k rows, each within its stock, holding units (stock) in all, and each
+// row's sold the number of live orders of the buyers whose home bucket it
+// is. It returns the rows' sold in all: the item's sold.
+func checkBucketRows(t *testing.T, db *gorm.DB, itemID int64, k int, units int64) int64 {
+	t.Helper()
+	var rows []struct {
+		Bucket      int
+		Stock, Sold int64
+	}
+	if err := db.Raw("SELECT bucket, stock, sold FROM item_stock WHERE item_id = ? ORDER BY bucket", itemID).Scan(&rows).Error; err != nil {
+		t.Fatalf("read bucket rows: %v", err)
+	}
+	var users []string
+	if err := db.Raw("SELECT user_id FROM orders WHERE item_id = ? AND status IN ('created', 'paid')", itemID).Scan(&users).Error; err != nil {
+		t.Fatalf("read orders: %v", err)
+	}
+	live := make([]int64, k)
+	for _, u := range users {
+		live[stock.HomeBucketOf(u, k)]++
+	}
+	if len(rows) != k {
+		t.Fatalf("%d bucket rows, want %d", len(rows), k)
+	}
+	var sold, total int64
+	for b, r := range rows {
+		sold += r.Sold
+		total += r.Stock
+		if r.Bucket != b || r.Sold < 0 || r.Sold > r.Stock || r.Sold != live[b] {
+			t.Errorf("bucket row %d: %+v, %d live orders of its buyers; want 0 <= sold == live <= stock", b, r, live[b])
+		}
+	}
+	if total != units {
+		t.Errorf("bucket rows hold %d units, the item's stock is %d", total, units)
+	}
+	return sold
 }

@@ -2,9 +2,10 @@ package gate
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"sync"
+
+	"github.com/seckill/seckill/internal/stock"
 )
 
 // An item created with buckets K > 1 splits its stock over K gates, the
@@ -36,7 +37,9 @@ type Bucket struct {
 // made before buckets).
 func Single(itemID int64) Bucket { return Bucket{Item: itemID, B: 0, K: 1} }
 
-// HomeBucket is userID's bucket of an item with k buckets: always the same.
+// HomeBucket is userID's bucket of an item with k buckets: always the same
+// (stock.HomeBucketOf), and the same bucket row in the database, which the
+// user's order takes its unit from (store, "Bucket rows").
 func HomeBucket(itemID int64, k int, userID string) Bucket {
 	return Bucket{Item: itemID, B: spread(userID, k), K: max(1, k)}
 }
@@ -62,14 +65,7 @@ func AllBuckets(itemID int64, k int) []Bucket {
 	return out
 }
 
-func spread(s string, k int) int {
-	if k <= 1 {
-		return 0
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return int(h.Sum32() % uint32(k))
-}
+func spread(s string, k int) int { return stock.HomeBucketOf(s, k) }
 
 // tags caches bucket tags: finding one costs up to a few hundred CRC16s.
 var tags sync.Map // Bucket -> string

@@ -41,7 +41,14 @@ func NewBareWriter(st *store.Store, fenced bool) *BareWriter {
 // no waiting-room pass, as an order of an item without a room: its UPDATE
 // checks item_rooms, as the service's does.
 func (b *BareWriter) Write(ctx context.Context, o *stock.Order, key string) error {
-	return b.w.write(ctx, o, key, false, nil)
+	return b.w.write(ctx, o, key, false, 1, nil)
+}
+
+// WriteBucketed is Write for an order of a lua item with buckets k > 1:
+// it is queued to its buyer's home bucket's writer and takes its unit from
+// that bucket's row (docs/DESIGN.md, "Bucket rows"), as the service's is.
+func (b *BareWriter) WriteBucketed(ctx context.Context, o *stock.Order, key string, k int) error {
+	return b.w.write(ctx, o, key, false, k, nil)
 }
 
 // Close lets the writers finish what is queued and waits for them.

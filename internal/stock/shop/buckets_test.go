@@ -90,6 +90,7 @@ func checkSold(t *testing.T, s *Service, itemID int64, want int64) {
 	if it.Sold != want || orders != want || users != want {
 		t.Errorf("sold %d, live orders %d of %d users; want %d of each", it.Sold, orders, users, want)
 	}
+	checkBucketRows(t, s, it)
 }
 
 // Demand that lands mostly on one bucket: the units of the others move to

@@ -235,11 +235,11 @@ func TestOrphanWindowOutlivesEveryRequest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	callerDeadline, _ := ctx.Deadline()
-	if err := w.write(ctx, &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000001", ItemID: it.ID, UserID: "Carol"}, "", false, nil); err != nil {
+	if err := w.write(ctx, &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000001", ItemID: it.ID, UserID: "Carol"}, "", false, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A caller without a deadline is bounded by the request timeout.
-	if err := w.write(context.Background(), &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000002", ItemID: it.ID, UserID: "Dave"}, "", false, nil); err != nil {
+	if err := w.write(context.Background(), &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000002", ItemID: it.ID, UserID: "Dave"}, "", false, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	guard.mu.Lock()

@@ -325,7 +325,7 @@ func TestStaleFenceRefusalIsNotMaybeCommitted(t *testing.T) {
 				t.Errorf("%s: got %v, want ErrFenceStale and ErrUnavailable, not ErrMaybeCommitted", what, err)
 			}
 		}
-		check("one order", w.write(ctx, &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000001", ItemID: it.ID, UserID: "alice"}, "", false, nil))
+		check("one order", w.write(ctx, &stock.Order{ID: "01a2ffff-0000-7000-8000-000000000001", ItemID: it.ID, UserID: "alice"}, "", false, 1, nil))
 		if n := guard.raises.Load(); n != maxFenceRaises {
 			t.Errorf("raises for one order: got %d, want %d", n, maxFenceRaises)
 		}
@@ -337,7 +337,7 @@ func TestStaleFenceRefusalIsNotMaybeCommitted(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				o := &stock.Order{ID: fmt.Sprintf("01a2ffff-0000-7000-8000-0000000001%02d", i), ItemID: it.ID, UserID: fmt.Sprintf("u%d", i)}
-				check(fmt.Sprintf("batch order %d", i), w.write(ctx, o, "", false, nil))
+				check(fmt.Sprintf("batch order %d", i), w.write(ctx, o, "", false, 1, nil))
 			}()
 		}
 		wg.Wait()

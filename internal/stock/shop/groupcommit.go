@@ -45,10 +45,18 @@ type orderWriter struct {
 	maxWait time.Duration
 
 	mu      sync.Mutex
-	queues  map[int64]*writeQueue
+	queues  map[writeKey]*writeQueue
 	closing bool
 	stop    chan struct{}
 	wg      sync.WaitGroup
+}
+
+// writeKey names a writer's queue: one per item, or, for an item with
+// several buckets, one per bucket (each bucket's orders take their units
+// from the bucket's own row, so an item's K batches commit in parallel).
+type writeKey struct {
+	item   int64
+	bucket int
 }
 
 type writeQueue struct {
@@ -60,6 +68,7 @@ type commitRequest struct {
 	o         *stock.Order
 	key       string
 	pass      bool               // the order carries a verified waiting-room pass (store.OrderWrite.Pass)
+	buckets   int                // the item's buckets (store.OrderWrite.Buckets)
 	committed func(*stock.Order) // may be nil
 	deadline  time.Time          // the caller's
 	state     atomic.Int32       // writeQueued, then writeTaken or writeWithdrawn
@@ -92,7 +101,7 @@ type writeGuard interface {
 // newOrderWriter returns a writer with the default bounds (see bound).
 func newOrderWriter(st *store.Store, guard writeGuard) *orderWriter {
 	return &orderWriter{store: st, guard: guard, budget: DefaultWriteTimeout, maxWait: DefaultRequestTimeout,
-		queues: map[int64]*writeQueue{}, stop: make(chan struct{})}
+		queues: map[writeKey]*writeQueue{}, stop: make(chan struct{})}
 }
 
 // bound sets the database work one transaction may take, and the wait of a
@@ -102,12 +111,13 @@ func (w *orderWriter) bound(budget, maxWait time.Duration) {
 }
 
 // write queues o (placed with Idempotency-Key key, "" for none, and a
-// verified waiting-room pass or not) and waits for its transaction. Once the writer has taken
+// verified waiting-room pass or not, of an item with buckets buckets: its
+// buyer's home bucket's queue) and waits for its transaction. Once the writer has taken
 // o, the answer says what happened: the writer answers before ctx's
 // deadline. Until then, the end of ctx withdraws o, unwritten.
 // committed runs once o is committed, before any answer of its batch is
 // delivered, so nobody can see the item sold out before it ran.
-func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, pass bool, committed func(*stock.Order)) error {
+func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, pass bool, buckets int, committed func(*stock.Order)) error {
 	if err := ctx.Err(); err != nil {
 		return notWritten(err)
 	}
@@ -120,17 +130,18 @@ func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, pas
 		w.mu.Unlock()
 		return fmt.Errorf("shutting down: %w", stock.ErrUnavailable)
 	}
-	q := w.queues[o.ItemID]
+	wk := writeKey{item: o.ItemID, bucket: stock.HomeBucketOf(o.UserID, buckets)}
+	q := w.queues[wk]
 	if q == nil {
 		q = &writeQueue{ch: make(chan *commitRequest, maxCommitOrders)}
-		w.queues[o.ItemID] = q
+		w.queues[wk] = q
 		w.wg.Add(1)
-		go w.run(o.ItemID, q)
+		go w.run(wk, q)
 	}
 	q.senders++
 	w.mu.Unlock()
 
-	p := &commitRequest{o: o, key: key, pass: pass, committed: committed, deadline: deadline, done: make(chan error, 1)}
+	p := &commitRequest{o: o, key: key, pass: pass, buckets: buckets, committed: committed, deadline: deadline, done: make(chan error, 1)}
 	select {
 	case q.ch <- p:
 	case <-ctx.Done():
@@ -155,8 +166,9 @@ func notWritten(err error) error {
 	return fmt.Errorf("order not written before the request's deadline: %w: %w", stock.ErrUnavailable, err)
 }
 
-func (w *orderWriter) run(itemID int64, q *writeQueue) {
+func (w *orderWriter) run(wk writeKey, q *writeQueue) {
 	defer w.wg.Done()
+	itemID := wk.item
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
 	for {
@@ -170,7 +182,7 @@ func (w *orderWriter) run(itemID int64, q *writeQueue) {
 		case <-idle.C:
 			w.mu.Lock()
 			if q.senders == 0 {
-				delete(w.queues, itemID)
+				delete(w.queues, wk)
 				w.mu.Unlock()
 				return
 			}

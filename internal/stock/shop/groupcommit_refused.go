@@ -148,7 +148,7 @@ func allIndexes(n int) []int {
 
 // write is p as the store writes it.
 func (p *commitRequest) write() store.OrderWrite {
-	return store.OrderWrite{Order: p.o, Key: p.key, Pass: p.pass}
+	return store.OrderWrite{Order: p.o, Key: p.key, Pass: p.pass, Buckets: p.buckets}
 }
 
 // writes is a batch as the store writes it.

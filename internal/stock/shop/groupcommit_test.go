@@ -42,7 +42,7 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = w.write(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, "", false, nil)
+				errs[i] = w.write(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, "", false, 1, nil)
 			}()
 		}
 		wg.Wait()
@@ -75,7 +75,7 @@ func TestOrderWriterBatchesAndFallsBack(t *testing.T) {
 		if got.Sold != 5 || rows != 5 {
 			t.Errorf("after the writes: sold %d, %d order rows; want 5 and 5", got.Sold, rows)
 		}
-		if err := w.write(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "late"}, "", false, nil); !errors.Is(err, stock.ErrSoldOut) {
+		if err := w.write(ctx, &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: "late"}, "", false, 1, nil); !errors.Is(err, stock.ErrSoldOut) {
 			t.Errorf("write after sell-out: got %v, want ErrSoldOut", err)
 		}
 	})

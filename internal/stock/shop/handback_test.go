@@ -29,8 +29,8 @@ func TestLateCommitHandedBackAndCancelledReturnsOneUnit(t *testing.T) {
 		_, err := s.lua.handBackNow(ctx, home, o.UserID, o.ID, "")
 		return err
 	}
-	commit := func(ctx context.Context, s *Service, _ gate.Bucket, o *stock.Order) error {
-		return s.lua.writer.write(ctx, o, "", false, nil)
+	commit := func(ctx context.Context, s *Service, home gate.Bucket, o *stock.Order) error {
+		return s.lua.writer.write(ctx, o, "", false, home.K, nil)
 	}
 	cancel := func(ctx context.Context, s *Service, _ gate.Bucket, o *stock.Order) error {
 		_, err := s.CancelOrder(ctx, o.ID, o.UserID)

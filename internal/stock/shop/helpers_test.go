@@ -130,7 +130,7 @@ func readLedger(t *testing.T, s *Service, rdb *redis.Client, itemID int64) ledge
 	t.Helper()
 	ctx := context.Background()
 	var l ledger
-	if err := rawSQL(t, s.store).QueryRowContext(ctx, "SELECT stock, sold FROM items WHERE id = ?", itemID).Scan(&l.stock, &l.sold); err != nil {
+	if err := rawSQL(t, s.store).QueryRowContext(ctx, "SELECT stock, CASE WHEN buckets > 1 THEN (SELECT SUM(sold) FROM item_stock WHERE item_id = items.id) ELSE sold END FROM items WHERE id = ?", itemID).Scan(&l.stock, &l.sold); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := rawSQL(t, s.store).QueryContext(ctx, "SELECT status, expires_at, updated_at, stock_returned_at FROM orders WHERE item_id = ?", itemID)

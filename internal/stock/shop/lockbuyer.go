@@ -62,7 +62,7 @@ func (s *lockBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequ
 		return nil, err
 	}
 	o := &stock.Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	if err := s.writer.write(ctx, o, req.IdempotencyKey, req.Pass, committed); err != nil {
+	if err := s.writer.write(ctx, o, req.IdempotencyKey, req.Pass, 1, committed); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -84,7 +84,7 @@ func (g *luaBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderReque
 		return nil, err
 	}
 	o := &stock.Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	err = g.writer.write(ctx, o, req.IdempotencyKey, req.Pass, committed)
+	err = g.writer.write(ctx, o, req.IdempotencyKey, req.Pass, it.Buckets, committed)
 	switch {
 	case err == nil:
 		return o, nil

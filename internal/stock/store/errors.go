@@ -142,3 +142,12 @@ func isDeadlock(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1213
 }
+
+// isLockConflict reports whether err is a deadlock (1213) or a lock wait
+// timeout (1205): the statement lost a lock conflict. After either, the
+// transactions of bucket rows (an order's, a move's) are rolled back whole
+// by inTx and may run again.
+func isLockConflict(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}

@@ -11,7 +11,7 @@ import (
 // The status is filtered in SQL, as SaleStatus decides it, so a page is
 // full whenever more items match.
 func (s *Store) ListItems(ctx context.Context, f stock.ItemFilter, now time.Time) (*stock.ItemPage, error) {
-	q := s.db.WithContext(ctx).Model(&itemRow{}).Order("id DESC").Limit(f.Limit + 1)
+	q := s.db.WithContext(ctx).Model(&itemRow{}).Select(itemColumns).Order("id DESC").Limit(f.Limit + 1)
 	if f.Before > 0 {
 		q = q.Where("id < ?", f.Before)
 	}
@@ -24,9 +24,9 @@ func (s *Store) ListItems(ctx context.Context, f stock.ItemFilter, now time.Time
 	case stock.SaleUpcoming:
 		q = q.Where("NOT "+ended+" AND "+upcoming, now, now)
 	case stock.SaleSoldOut:
-		q = q.Where(open+" AND sold >= stock", now, now)
+		q = q.Where(open+" AND "+soldOf+" >= stock", now, now)
 	case stock.SaleOnSale:
-		q = q.Where(open+" AND sold < stock", now, now)
+		q = q.Where(open+" AND "+soldOf+" < stock", now, now)
 	}
 	var rows []itemRow
 	if err := q.Find(&rows).Error; err != nil {

@@ -39,12 +39,13 @@ func (r *itemRow) item() *stock.Item {
 
 // CreateItem inserts it and fills in its id and timestamps. with, when
 // not nil, writes in the same transaction (an item's waiting room): both
-// are stored, or neither.
+// are stored, or neither. An item with several buckets gets its bucket
+// rows in that transaction too, its stock split evenly.
 func (s *Store) CreateItem(ctx context.Context, it *stock.Item, with WithItem) error {
 	now := Now()
 	row := itemRow{Name: it.Name, PriceCents: it.PriceCents, Stock: it.Stock, Strategy: it.Strategy,
 		Buckets: max(1, it.Buckets), StartsAt: utcPtr(it.StartsAt), EndsAt: utcPtr(it.EndsAt), CreatedAt: now, UpdatedAt: now}
-	if with == nil {
+	if with == nil && row.Buckets <= 1 {
 		if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
 			return dbError("create item", err)
 		}
@@ -57,7 +58,14 @@ func (s *Store) CreateItem(ctx context.Context, it *stock.Item, with WithItem) e
 			inner = dbError("create item", err)
 			return inner
 		}
-		inner = with(ctx, tx, row.ID)
+		if row.Buckets > 1 {
+			if inner = createBucketRows(tx, row.ID, row.Stock, row.Buckets); inner != nil {
+				return inner
+			}
+		}
+		if with != nil {
+			inner = with(ctx, tx, row.ID)
+		}
 		return inner
 	})
 	if err != nil {
@@ -83,7 +91,7 @@ func (s *Store) MaxItemID(ctx context.Context) (int64, error) {
 // Item reads one item; stock.ErrNotFound when there is none.
 func (s *Store) Item(ctx context.Context, id int64) (*stock.Item, error) {
 	var row itemRow
-	err := s.db.WithContext(ctx).Take(&row, id).Error
+	err := s.db.WithContext(ctx).Select(itemColumns).Take(&row, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
 	}
@@ -113,7 +121,8 @@ func (s *Store) ItemsSoldBy(ctx context.Context, strategy stock.StrategyName) ([
 }
 
 // SetStock changes an item's stock to n in one transaction that holds the
-// item's row lock, and returns the item before and after. It refuses n
+// item's row lock (and a bucketed item's bucket rows', the change spread
+// over them: see respreadStock), and returns the item before and after. It refuses n
 // below sold (stock.ErrStockBelowSold), by a check and by the UPDATE's
 // condition. locked, when not nil, runs with the row locked and the old
 // item in hand, before the UPDATE (the shop writes the Redis gate there);
@@ -133,6 +142,24 @@ func (s *Store) SetStock(ctx context.Context, id, n int64, locked func(old *stoc
 		if err != nil {
 			return dbError("lock item", err)
 		}
+		var rows []bucketRow
+		if row.Buckets > 1 {
+			// Orders of a bucketed item lock their bucket rows, not the
+			// items row: hold them all too (ascending, after the items row).
+			if rows, err = s.lockBucketRows(ctx, tx, id); err != nil {
+				return err
+			}
+			row.Sold = 0
+			var total int64
+			for _, r := range rows {
+				row.Sold += r.Sold
+				total += r.Stock
+			}
+			if len(rows) != row.Buckets || total != row.Stock {
+				return fmt.Errorf("database: item %d has %d bucket rows holding %d units, want %d rows holding its stock %d",
+					id, len(rows), total, row.Buckets, row.Stock)
+			}
+		}
 		before = row.item()
 		if n < row.Sold {
 			return fmt.Errorf("stock %d is below the %d already sold: %w", n, row.Sold, stock.ErrStockBelowSold)
@@ -143,7 +170,14 @@ func (s *Store) SetStock(ctx context.Context, id, n int64, locked func(old *stoc
 			}
 		}
 		now := Now()
-		res, err := tx.ExecContext(ctx, "UPDATE items SET stock = ?, updated_at = ? WHERE id = ? AND sold <= ?", n, now, id, n)
+		if row.Buckets > 1 {
+			if err := respreadStock(ctx, tx, id, rows, n); err != nil {
+				return err
+			}
+		}
+		// A bucketed item's items.sold is not kept (it is 0): the rows'
+		// CHECK and the sum checked above guard its cut.
+		res, err := tx.ExecContext(ctx, "UPDATE items SET stock = ?, updated_at = ? WHERE id = ? AND (buckets > 1 OR sold <= ?)", n, now, id, n)
 		if err != nil {
 			return dbError("update stock", err)
 		}

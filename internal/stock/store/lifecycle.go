@@ -91,13 +91,30 @@ func (s *Store) cancelOrderOnce(ctx context.Context, o *stock.Order, now time.Ti
 		} else if !won {
 			return errLost
 		}
-		res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold - 1, updated_at = ? WHERE id = ? AND sold > 0", now, o.ItemID)
+		var user string
+		var k int
+		err = tx.QueryRowContext(ctx, "SELECT orders.user_id, items.buckets FROM orders JOIN items ON items.id = orders.item_id WHERE orders.id = ?", o.ID).
+			Scan(&user, &k)
+		if err != nil {
+			return dbError("read order's item", err)
+		}
+		if k > 1 {
+			// The unit goes back to the row of the buyer's home bucket,
+			// which it was taken from (or which a move credited for it).
+			res, err = tx.ExecContext(ctx, "UPDATE item_stock SET sold = sold - 1 WHERE item_id = ? AND bucket = ? AND sold > 0",
+				o.ItemID, stock.HomeBucketOf(user, k))
+		} else {
+			res, err = tx.ExecContext(ctx, "UPDATE items SET sold = sold - 1, updated_at = ? WHERE id = ? AND sold > 0", now, o.ItemID)
+		}
 		if err != nil {
 			return dbError("return unit", err)
 		}
 		if back, err := oneRow(res, "return unit"); err != nil {
 			return err
 		} else if !back {
+			if k > 1 {
+				return fmt.Errorf("database: item %d's bucket row %d has nothing sold, yet order %s held a unit of it", o.ItemID, stock.HomeBucketOf(user, k), o.ID)
+			}
 			return fmt.Errorf("database: item %d has nothing sold, yet order %s held a unit of it", o.ItemID, o.ID)
 		}
 		return nil

@@ -76,6 +76,10 @@ type OrderWrite struct {
 	// (stock.OrderRequest.Pass); without one, an item whose room is on
 	// refuses it.
 	Pass bool
+	// Buckets is the item's bucket count (stock.Item.Buckets): above 1,
+	// the order takes its unit from its buyer's home bucket row
+	// (item_stock), not from the items row. 0 means 1.
+	Buckets int
 }
 
 // InsertOrder writes w's order and takes one unit of its item in one
@@ -85,10 +89,23 @@ type OrderWrite struct {
 // again. An order without a pass (w.Pass false) takes no unit of an item
 // whose waiting room is on (stock.ErrPassRequired): the same UPDATE checks
 // item_rooms. The order row goes first so the hot items row is locked for
-// as short a time as possible.
+// as short a time as possible. An order of an item with several buckets
+// (w.Buckets > 1) takes its unit from its buyer's home bucket row instead,
+// moving units to that row when it has none (insertBucketed); it is told
+// stock.ErrSoldOut only when no row has a free unit.
 func (s *Store) InsertOrder(ctx context.Context, w OrderWrite, fence int64) error {
 	o := w.Order
 	now := Now()
+	if w.Buckets > 1 {
+		if fence > 0 {
+			return fmt.Errorf("store: item %d: a fenced write of a bucketed item", o.ItemID)
+		}
+		if err := s.insertBucketed(ctx, []OrderWrite{w}, stock.HomeBucketOf(o.UserID, w.Buckets), now, func() {}, true); err != nil {
+			return err
+		}
+		s.Created(o, now)
+		return nil
+	}
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, insertOrders+rowsOf(1, orderColumns), orderValues(nil, o.ID, o.ItemID, o.UserID, w.Key, s.deadline(now), now, now)...)
 		if err != nil {
@@ -124,7 +141,7 @@ var takeUnitsSQL = func() (q [2][2]string) {
 			if f == 1 {
 				s += ", lock_fence = ?"
 			}
-			s += " WHERE id = ? AND sold + ? <= stock"
+			s += " WHERE id = ? AND sold + ? <= stock AND buckets <= 1"
 			if f == 1 {
 				s += " AND lock_fence <= ?"
 			}
@@ -165,13 +182,16 @@ func takeArgs(k int, fence int64, now time.Time, itemID int64, roomless bool) []
 func whyNotTaken(ctx context.Context, tx *sql.Tx, itemID, fence int64, roomless bool) error {
 	var sold, units, lastFence int64
 	var roomed bool
-	err := tx.QueryRowContext(ctx, "SELECT sold, stock, lock_fence, "+roomExists+" FROM items WHERE id = ?", itemID, itemID).
-		Scan(&sold, &units, &lastFence, &roomed)
+	var k int
+	err := tx.QueryRowContext(ctx, "SELECT sold, stock, lock_fence, buckets, "+roomExists+" FROM items WHERE id = ?", itemID, itemID).
+		Scan(&sold, &units, &lastFence, &k, &roomed)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
 	case err != nil:
 		return dbError("read item", err)
+	case k > 1:
+		return fmt.Errorf("store: item %d has %d buckets: its orders take units from its bucket rows, not its items row", itemID, k)
 	case roomless && roomed:
 		return fmt.Errorf("item %d: %w", itemID, stock.ErrPassRequired)
 	case sold >= units:
@@ -216,11 +236,27 @@ func fenceStaleError(fence, lastFence int64) error {
 // rows affected checked. Any refusal rolls the whole batch back:
 // ErrFenceStale when fence is older than the item's (no part of the batch
 // can be written with it), ErrBatchRefused otherwise. A failed COMMIT is ErrMaybeCommitted.
+// A batch of an item with several buckets (all its orders of one home
+// bucket, as the shop queues them) takes its units from that bucket's
+// row, moving units to it first when it is short (insertBucketed).
 // progress, when not nil, is called after each statement (the shop's stall
 // watch).
 func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Time, fence int64, progress func()) error {
 	if progress == nil {
 		progress = func() {}
+	}
+	if batch[0].Buckets > 1 {
+		b, err := bucketOf(batch)
+		if err == nil && fence > 0 {
+			err = fmt.Errorf("store: item %d: a fenced write of a bucketed item", batch[0].Order.ItemID)
+		}
+		if err == nil {
+			err = s.insertBucketed(ctx, batch, b, now, progress, false)
+		}
+		if errors.Is(err, errCommit) {
+			return fmt.Errorf("%w: %w", ErrMaybeCommitted, err)
+		}
+		return err
 	}
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		progress()

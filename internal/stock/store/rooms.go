@@ -29,9 +29,9 @@ const noRoom = " AND NOT EXISTS (SELECT 1 FROM item_rooms WHERE item_id = ?)"
 // waiting room.
 const roomExists = "EXISTS (SELECT 1 FROM item_rooms WHERE item_id = ?)"
 
-// Remaining reads stock - sold, and whether the item has a waiting room.
+// Remaining reads stock - sold (a bucketed item's: summed over its rows), and whether the item has a waiting room.
 func (s *Store) Remaining(ctx context.Context, itemID int64) (left int64, roomed bool, err error) {
-	err = s.sql.QueryRowContext(ctx, "SELECT stock - sold, "+roomExists+" FROM items WHERE id = ?", itemID, itemID).Scan(&left, &roomed)
+	err = s.sql.QueryRowContext(ctx, "SELECT stock - "+soldOf+", "+roomExists+" FROM items WHERE id = ?", itemID, itemID).Scan(&left, &roomed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, fmt.Errorf("item %d: %w", itemID, stock.ErrNotFound)
 	}
@@ -74,7 +74,7 @@ func (s *Store) ChangeRoom(ctx context.Context, id int64, write WithItem, marked
 
 func (s *Store) changeRoomIn(ctx context.Context, tx *gorm.DB, id int64, write WithItem, marked func(ctx context.Context, roomed bool) error) error {
 	var row itemRow
-	q := tx.Select("id")
+	q := tx.Select("id", "buckets")
 	if !s.sqlite {
 		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
 	}
@@ -83,6 +83,11 @@ func (s *Store) changeRoomIn(ctx context.Context, tx *gorm.DB, id int64, write W
 			return fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
 		}
 		return dbError("lock item", err)
+	}
+	if row.Buckets > 1 {
+		if _, err := s.lockBucketRows(ctx, gormQuerier{tx}, id); err != nil {
+			return err
+		}
 	}
 	if err := write(ctx, tx, id); err != nil {
 		return err

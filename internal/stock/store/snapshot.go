@@ -36,7 +36,7 @@ func buyersIn(ctx context.Context, tx *sql.Tx, id int64) (b Buyers, err error) {
 	it := &stock.Item{ID: id}
 	var startsAt, endsAt *time.Time
 	var roomed bool
-	err = tx.QueryRowContext(ctx, "SELECT stock, sold, strategy, buckets, starts_at, ends_at, "+roomExists+" FROM items WHERE id = ?", id, id).
+	err = tx.QueryRowContext(ctx, "SELECT stock, "+soldOf+", strategy, buckets, starts_at, ends_at, "+roomExists+" FROM items WHERE id = ?", id, id).
 		Scan(&it.Stock, &it.Sold, &it.Strategy, &it.Buckets, &startsAt, &endsAt, &roomed)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {

@@ -42,6 +42,10 @@ type Store struct {
 	sqlite bool    // one connection, serial transactions, no FOR UPDATE
 
 	paymentTimeout time.Duration
+
+	// moveHook, when set (by tests), runs inside a move between bucket
+	// rows, after the donors' UPDATEs and before the recipient's.
+	moveHook func(ctx context.Context, tx *sql.Tx)
 }
 
 // New wraps an open gorm handle whose schema is migrated.

@@ -49,19 +49,27 @@ type LockedItem struct {
 
 // WithItemLocked runs fn in a transaction holding the item's row lock
 // (SELECT ... FOR UPDATE; SQLite has one connection, so its transactions
-// are serial anyway), and commits if fn returns nil.
+// are serial anyway), and, for an item with several buckets, its bucket
+// rows' locks (ascending), which its orders take instead of the items
+// row's, and commits if fn returns nil.
 func (s *Store) WithItemLocked(ctx context.Context, id int64, fn func(ctx context.Context, it *LockedItem) error) error {
 	return s.inTx(ctx, nil, func(tx *sql.Tx) error {
-		q := "SELECT queue_epoch FROM items WHERE id = ?"
+		q := "SELECT queue_epoch, buckets FROM items WHERE id = ?"
 		if !s.sqlite {
 			q += " FOR UPDATE"
 		}
 		it := &LockedItem{ID: id, tx: tx}
-		if err := tx.QueryRowContext(ctx, q, id).Scan(&it.QueueEpoch); err != nil {
+		var k int
+		if err := tx.QueryRowContext(ctx, q, id).Scan(&it.QueueEpoch, &k); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("item %d: %w", id, stock.ErrNotFound)
 			}
 			return dbError("lock item", err)
+		}
+		if k > 1 {
+			if _, err := s.lockBucketRows(ctx, tx, id); err != nil {
+				return err
+			}
 		}
 		return fn(ctx, it)
 	})
