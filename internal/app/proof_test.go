@@ -10,8 +10,9 @@ import (
 
 // TestConcurrencyProof: stock 100, 2,000 concurrent attempts from 1,000
 // users with repeats and replays, for every strategy on every backend, the
-// Redis Cluster included, and for a lua item whose stock is split over 3
-// and 8 gate buckets.
+// Redis Cluster included, for a lua item whose stock is split over 3
+// and 8 gate buckets, and for a lock item split over 4 buckets (locks,
+// fences and rows).
 func TestConcurrencyProof(t *testing.T) {
 	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
@@ -23,11 +24,15 @@ func TestConcurrencyProof(t *testing.T) {
 				apptest.Proof(t, c, db, strategy, apptest.ProofSpec{Stock: 100, Users: 1000})
 			})
 		}
-		// One hot item over several gate buckets (lua only).
+		// One hot item over several gate buckets and bucket rows (lua), and
+		// over several locks, fences and bucket rows (lock).
 		for _, k := range []int{3, 8} {
 			t.Run(fmt.Sprintf("lua/buckets=%d", k), func(t *testing.T) {
 				apptest.Proof(t, c, db, "lua", apptest.ProofSpec{Stock: 100, Users: 1000, Buckets: k})
 			})
 		}
+		t.Run("lock/buckets=4", func(t *testing.T) {
+			apptest.Proof(t, c, db, "lock", apptest.ProofSpec{Stock: 100, Users: 1000, Buckets: 4})
+		})
 	})
 }

@@ -160,6 +160,10 @@ type bucketKeysID struct {
 // bucket of every item sold since the process started.
 var bucketKeys sync.Map // bucketKeysID -> *BucketKeys
 
+// BucketLock is the key of the lock strategy's lock of bucket bk (the
+// item's lock, Keys.Lock, for bucket 0), with the bucket's tag.
+func (k Keys) BucketLock(bk Bucket) string { return k.Bucket(bk).base + ":lock" }
+
 // Idem binds an Idempotency-Key of the item to a user and an order, in
 // this bucket (the shop picks the bucket by the key).
 func (b BucketKeys) Idem(key string) string { return b.base + ":idem:" + key }

@@ -28,7 +28,7 @@ type BareWriter struct {
 func NewBareWriter(st *store.Store, fenced bool) *BareWriter {
 	var guard writeGuard
 	if fenced {
-		guard = &memoryFence{store: st, items: map[int64]*memoryLock{}}
+		guard = &memoryFence{store: st, items: map[writeKey]*memoryLock{}}
 	}
 	return &BareWriter{w: newOrderWriter(st, guard)}
 }
@@ -62,7 +62,7 @@ func (b *BareWriter) Close() { b.w.close() }
 type memoryFence struct {
 	store *store.Store
 	mu    sync.Mutex
-	items map[int64]*memoryLock
+	items map[writeKey]*memoryLock
 }
 
 type memoryLock struct {
@@ -73,21 +73,21 @@ type memoryLock struct {
 
 var _ writeGuard = (*memoryFence)(nil)
 
-func (m *memoryFence) lock(itemID int64) *memoryLock {
+func (m *memoryFence) lock(wk writeKey) *memoryLock {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l := m.items[itemID]
+	l := m.items[wk]
 	if l == nil {
 		l = &memoryLock{}
-		m.items[itemID] = l
+		m.items[wk] = l
 	}
 	return l
 }
 
 // hold keeps the fence while the lock would be kept (lockBuyer.hold: at
 // most maxHold), and takes the next one otherwise.
-func (m *memoryFence) hold(_ context.Context, itemID int64) (int64, error) {
-	l := m.lock(itemID)
+func (m *memoryFence) hold(_ context.Context, wk writeKey) (int64, error) {
+	l := m.lock(wk)
 	if !l.held || time.Since(l.since) >= maxHold {
 		l.fence++
 		l.held, l.since = true, time.Now()
@@ -97,19 +97,19 @@ func (m *memoryFence) hold(_ context.Context, itemID int64) (int64, error) {
 
 // raiseFence moves the counter above the database's fence, as
 // lockBuyer.raiseFence does with Redis's counter.
-func (m *memoryFence) raiseFence(ctx context.Context, itemID int64) (int64, error) {
-	floor, err := m.store.LockFence(ctx, itemID)
+func (m *memoryFence) raiseFence(ctx context.Context, wk writeKey) (int64, error) {
+	floor, err := rowLockFence(ctx, m.store, wk)
 	if err != nil {
 		return 0, err
 	}
-	l := m.lock(itemID)
+	l := m.lock(wk)
 	l.fence, l.held = max(l.fence, floor), false
-	return m.hold(ctx, itemID)
+	return m.hold(ctx, wk)
 }
 
 // done lets the lock go when no more orders are queued.
-func (m *memoryFence) done(itemID int64, more bool) {
+func (m *memoryFence) done(wk writeKey, more bool) {
 	if !more {
-		m.lock(itemID).held = false
+		m.lock(wk).held = false
 	}
 }

@@ -187,7 +187,7 @@ type deadlineGuard struct {
 	got []time.Time
 }
 
-func (g *deadlineGuard) hold(ctx context.Context, _ int64) (int64, error) {
+func (g *deadlineGuard) hold(ctx context.Context, _ writeKey) (int64, error) {
 	d, ok := ctx.Deadline()
 	if !ok {
 		d = time.Time{}
@@ -198,11 +198,11 @@ func (g *deadlineGuard) hold(ctx context.Context, _ int64) (int64, error) {
 	return 0, nil
 }
 
-func (g *deadlineGuard) raiseFence(ctx context.Context, itemID int64) (int64, error) {
-	return g.hold(ctx, itemID)
+func (g *deadlineGuard) raiseFence(ctx context.Context, wk writeKey) (int64, error) {
+	return g.hold(ctx, wk)
 }
 
-func (g *deadlineGuard) done(int64, bool) {}
+func (g *deadlineGuard) done(writeKey, bool) {}
 
 // The orphan window (suspicion in issue 10): a reservation without an
 // order is taken for an orphan only when no live request can still write

@@ -293,12 +293,12 @@ type staleGuard struct {
 	raises atomic.Int32
 }
 
-func (g *staleGuard) hold(context.Context, int64) (int64, error) { return g.fence, nil }
-func (g *staleGuard) raiseFence(context.Context, int64) (int64, error) {
+func (g *staleGuard) hold(context.Context, writeKey) (int64, error) { return g.fence, nil }
+func (g *staleGuard) raiseFence(context.Context, writeKey) (int64, error) {
 	g.raises.Add(1)
 	return g.fence, nil
 }
-func (g *staleGuard) done(int64, bool) {}
+func (g *staleGuard) done(writeKey, bool) {}
 
 // A fence that stays stale after the raises: the writer gives up after
 // maxFenceRaises, and the answer is a plain 503 that says nothing was

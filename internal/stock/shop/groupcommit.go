@@ -53,10 +53,13 @@ type orderWriter struct {
 
 // writeKey names a writer's queue: one per item, or, for an item with
 // several buckets, one per bucket (each bucket's orders take their units
-// from the bucket's own row, so an item's K batches commit in parallel).
+// from the bucket's own row, so an item's K batches commit in parallel;
+// a lock item's bucket has its own lock and fence). buckets is the item's
+// bucket count (fixed when it is created).
 type writeKey struct {
-	item   int64
-	bucket int
+	item    int64
+	bucket  int
+	buckets int
 }
 
 type writeQueue struct {
@@ -83,19 +86,20 @@ const (
 	writeWithdrawn
 )
 
-// writeGuard wraps an item's writes in a lock: hold returns the fencing
+// writeGuard wraps a writer queue's writes in a lock (the item's, or for
+// an item with several buckets the bucket's): hold returns the fencing
 // token to write with, taking the lock if needed; done says whether more
 // writes are queued, so the lock can be kept or released. Both are called
-// only from the item's writer goroutine.
+// only from the queue's writer goroutine.
 //
 // raiseFence is called when the database refused the held fence as stale
-// (older than the item's lock_fence, so nothing was written): it lets the
-// lock go, raises the fence counter to the database's fence and takes the
-// lock again, returning the new fence.
+// (older than the lock_fence of the item's row, or of the bucket's row, so
+// nothing was written): it lets the lock go, raises the fence counter to
+// the database's fence and takes the lock again, returning the new fence.
 type writeGuard interface {
-	hold(ctx context.Context, itemID int64) (fence int64, err error)
-	raiseFence(ctx context.Context, itemID int64) (fence int64, err error)
-	done(itemID int64, more bool)
+	hold(ctx context.Context, wk writeKey) (fence int64, err error)
+	raiseFence(ctx context.Context, wk writeKey) (fence int64, err error)
+	done(wk writeKey, more bool)
 }
 
 // newOrderWriter returns a writer with the default bounds (see bound).
@@ -130,7 +134,7 @@ func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, pas
 		w.mu.Unlock()
 		return fmt.Errorf("shutting down: %w", stock.ErrUnavailable)
 	}
-	wk := writeKey{item: o.ItemID, bucket: stock.HomeBucketOf(o.UserID, buckets)}
+	wk := writeKey{item: o.ItemID, bucket: stock.HomeBucketOf(o.UserID, buckets), buckets: max(1, buckets)}
 	q := w.queues[wk]
 	if q == nil {
 		q = &writeQueue{ch: make(chan *commitRequest, maxCommitOrders)}
@@ -168,15 +172,14 @@ func notWritten(err error) error {
 
 func (w *orderWriter) run(wk writeKey, q *writeQueue) {
 	defer w.wg.Done()
-	itemID := wk.item
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
 	for {
 		select {
 		case p := <-q.ch:
-			w.commit(itemID, w.collect(q, p))
+			w.commit(wk, w.collect(q, p))
 			if w.guard != nil {
-				w.guard.done(itemID, len(q.ch) > 0)
+				w.guard.done(wk, len(q.ch) > 0)
 			}
 			idle.Reset(writerIdle)
 		case <-idle.C:
@@ -197,13 +200,13 @@ func (w *orderWriter) run(wk writeKey, q *writeQueue) {
 				w.mu.Unlock()
 				if n == 0 {
 					if w.guard != nil {
-						w.guard.done(itemID, false)
+						w.guard.done(wk, false)
 					}
 					return
 				}
 				select {
 				case p := <-q.ch:
-					w.commit(itemID, w.collect(q, p))
+					w.commit(wk, w.collect(q, p))
 				case <-time.After(10 * time.Millisecond):
 				}
 			}
@@ -249,10 +252,11 @@ collect:
 // stale fence are written again under a new fence (see maxFenceRaises).
 // The lock wait and the transaction end answerMargin before the batch's
 // earliest deadline, and the database work takes at most the budget.
-func (w *orderWriter) commit(itemID int64, batch []*commitRequest) {
+func (w *orderWriter) commit(wk writeKey, batch []*commitRequest) {
 	if len(batch) == 0 {
 		return
 	}
+	itemID := wk.item
 	earliest := time.Now().Add(w.maxWait)
 	for _, p := range batch {
 		if !p.deadline.IsZero() && p.deadline.Before(earliest) {
@@ -281,7 +285,7 @@ func (w *orderWriter) commit(itemID int64, batch []*commitRequest) {
 
 	var fence int64
 	if w.guard != nil {
-		f, err := w.guard.hold(ctx, itemID)
+		f, err := w.guard.hold(ctx, wk)
 		if err != nil {
 			for i := range results {
 				results[i] = err
@@ -300,7 +304,7 @@ func (w *orderWriter) commit(itemID int64, batch []*commitRequest) {
 		// Refused for the fence alone, so nothing of these was written:
 		// take the lock again with a fence above the database's and write
 		// them again.
-		f, err := w.guard.raiseFence(ctx, itemID)
+		f, err := w.guard.raiseFence(ctx, wk)
 		if err != nil {
 			for _, i := range pending {
 				results[i] = err

@@ -100,7 +100,7 @@ func TestRefusedBatchSellsEveryUnitLeft(t *testing.T) {
 		for i, u := range users {
 			batch[i] = &commitRequest{o: &stock.Order{ID: uuid.NewString(), ItemID: it.ID, UserID: u}, done: make(chan error, 1)}
 		}
-		w.commit(it.ID, batch)
+		w.commit(writeKey{item: it.ID, buckets: 1}, batch)
 		want := []error{nil, stock.ErrAlreadyPurchased, nil, nil, stock.ErrSoldOut}
 		for i, p := range batch {
 			if got := <-p.done; !errors.Is(got, want[i]) || (want[i] == nil && got != nil) {

@@ -27,6 +27,14 @@ import (
 // writes every order queued while it held the lock in one transaction
 // (group commit), and keeps the lock while more orders queue, for at most
 // maxHold, so other instances get their turn.
+//
+// An item with several buckets (K > 1) has a lock, a fence counter and a
+// writer per bucket: an order of user u queues to bucket
+// stock.HomeBucketOf(u, K), whose writer takes that bucket's lock (its key
+// carries the bucket's hash tag, gate.Bucket.Tag, so a Cluster spreads an
+// item's K locks over its masters) and writes bucket row b with the
+// bucket's fence, which the row stores (item_stock.lock_fence). The K
+// buckets of one item write in parallel.
 type lockBuyer struct {
 	log    *slog.Logger
 	locker *lock.Client
@@ -35,7 +43,7 @@ type lockBuyer struct {
 	wait   time.Duration
 	writer *orderWriter
 
-	held sync.Map // int64 -> *heldLock, touched only by the item's writer
+	held sync.Map // writeKey -> *heldLock, touched only by the key's writer
 }
 
 // maxHold bounds how long one process keeps an item's Redis lock while
@@ -56,43 +64,61 @@ func newLockBuyer(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, tt
 	return s
 }
 
-// Buy queues the order to the item's writer, which writes it under the lock.
+// Buy queues the order to the item's writer (its buyer's home bucket's),
+// which writes it under the lock.
 func (s *lockBuyer) Buy(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string, committed func(*stock.Order)) (*stock.Order, error) {
 	if err := it.Window(time.Now()); err != nil {
 		return nil, err
 	}
 	o := &stock.Order{ID: orderID, ItemID: it.ID, UserID: req.UserID}
-	if err := s.writer.write(ctx, o, req.IdempotencyKey, req.Pass, 1, committed); err != nil {
+	if err := s.writer.write(ctx, o, req.IdempotencyKey, req.Pass, it.Buckets, committed); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
-// hold returns the fence of the item's lock, taking the lock (waiting up to
+// lockKey is the Redis key of wk's lock: the item's for one bucket, the
+// bucket's (gate.Keys.BucketLock) for several. Bucket 0's is the item's.
+func (s *lockBuyer) lockKey(wk writeKey) string {
+	if wk.buckets <= 1 {
+		return s.keys.Lock(wk.item)
+	}
+	return s.keys.BucketLock(gate.Bucket{Item: wk.item, B: wk.bucket, K: wk.buckets})
+}
+
+// what names wk in errors and logs.
+func (wk writeKey) what() string {
+	if wk.buckets <= 1 {
+		return fmt.Sprintf("item %d", wk.item)
+	}
+	return fmt.Sprintf("item %d bucket %d", wk.item, wk.bucket)
+}
+
+// hold returns the fence of wk's lock, taking the lock (waiting up to
 // the configured wait) unless this writer holds it with a good lease.
-func (s *lockBuyer) hold(ctx context.Context, itemID int64) (int64, error) {
-	v, _ := s.held.Load(itemID)
+func (s *lockBuyer) hold(ctx context.Context, wk writeKey) (int64, error) {
+	v, _ := s.held.Load(wk)
 	h, _ := v.(*heldLock)
 	if h != nil && h.l.Context().Err() == nil && time.Since(h.since) < maxHold {
 		return h.l.Fence(), nil
 	}
 	if h != nil {
-		s.release(ctx, itemID, h) // within the callers' deadline too
+		s.release(ctx, wk, h) // within the callers' deadline too
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.wait)
 	defer cancel()
-	l, err := s.locker.Obtain(ctx, s.keys.Lock(itemID), s.ttl, &lock.Options{Wait: s.wait, FenceFloor: s.fenceFloor(itemID)})
+	l, err := s.locker.Obtain(ctx, s.lockKey(wk), s.ttl, &lock.Options{Wait: s.wait, FenceFloor: s.fenceFloor(wk)})
 	if err != nil {
 		if errors.Is(err, lock.ErrNotObtained) {
-			return 0, fmt.Errorf("lock for item %d not obtained in %s: %w: %w", itemID, s.wait, stock.ErrUnavailable, err)
+			return 0, fmt.Errorf("lock for %s not obtained in %s: %w: %w", wk.what(), s.wait, stock.ErrUnavailable, err)
 		}
 		return 0, gate.Error("obtain lock", err)
 	}
-	s.held.Store(itemID, &heldLock{l: l, since: time.Now()})
+	s.held.Store(wk, &heldLock{l: l, since: time.Now()})
 	return l.Fence(), nil
 }
 
-// raiseFence takes the item's lock again with a fence above the database's,
+// raiseFence takes wk's lock again with a fence above the database's,
 // after the database refused the held fence as stale. That happens when
 // Redis's fence counter survived but lags the database (a replica promoted
 // before the last INCRs reached it): the counter exists, so FenceFloor does
@@ -101,49 +127,60 @@ func (s *lockBuyer) hold(ctx context.Context, itemID int64) (int64, error) {
 // wrote: then the raise changes nothing (the counter is above the
 // database's already) and the obtain waits for that holder, as any would.
 // The raise only ever raises the counter, so instances raising at once are
-// safe and a holder with an older fence stays refused.
-func (s *lockBuyer) raiseFence(ctx context.Context, itemID int64) (int64, error) {
-	if v, ok := s.held.Load(itemID); ok {
-		s.release(ctx, itemID, v.(*heldLock))
+// safe and a holder with an older fence stays refused. For a bucket, the
+// floor is its row's fence and only its counter is raised.
+func (s *lockBuyer) raiseFence(ctx context.Context, wk writeKey) (int64, error) {
+	if v, ok := s.held.Load(wk); ok {
+		s.release(ctx, wk, v.(*heldLock))
 	}
-	floor, err := s.writer.store.LockFence(ctx, itemID)
+	floor, err := rowLockFence(ctx, s.writer.store, wk)
 	if err != nil {
 		return 0, err
 	}
-	counter, err := s.locker.RaiseFence(ctx, s.keys.Lock(itemID), floor)
+	counter, err := s.locker.RaiseFence(ctx, s.lockKey(wk), floor)
 	if err != nil {
 		return 0, gate.Error("raise lock fence", err)
 	}
-	s.log.Warn("stale lock fence refused: fence counter raised to the database's, lock taken again", "item", itemID, "database", floor, "counter", counter)
-	return s.hold(ctx, itemID)
+	s.log.Warn("stale lock fence refused: fence counter raised to the database's, lock taken again",
+		"item", wk.item, "bucket", wk.bucket, "database", floor, "counter", counter)
+	return s.hold(ctx, wk)
 }
 
-// fenceFloor reads the highest fence the item's row has accepted. The lock
+// fenceFloor reads the highest fence wk's row has accepted. The lock
 // seeds its fence counter from it when Redis has lost the counter, so fences
 // stay above every fence the database has stored and the sale goes on at
 // once instead of being refused as stale until the counter climbs back.
-func (s *lockBuyer) fenceFloor(itemID int64) func(context.Context) (int64, error) {
-	return func(ctx context.Context) (int64, error) { return s.writer.store.LockFence(ctx, itemID) }
+func (s *lockBuyer) fenceFloor(wk writeKey) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) { return rowLockFence(ctx, s.writer.store, wk) }
+}
+
+// rowLockFence reads the fence wk's row stores: the items row's for one
+// bucket, the bucket row's for several.
+func rowLockFence(ctx context.Context, st *store.Store, wk writeKey) (int64, error) {
+	if wk.buckets <= 1 {
+		return st.LockFence(ctx, wk.item)
+	}
+	return st.BucketLockFence(ctx, wk.item, wk.bucket)
 }
 
 // done releases the lock when no more orders are queued.
-func (s *lockBuyer) done(itemID int64, more bool) {
+func (s *lockBuyer) done(wk writeKey, more bool) {
 	if more {
 		return
 	}
-	if v, ok := s.held.Load(itemID); ok {
-		s.release(context.Background(), itemID, v.(*heldLock))
+	if v, ok := s.held.Load(wk); ok {
+		s.release(context.Background(), wk, v.(*heldLock))
 	}
 }
 
-func (s *lockBuyer) release(ctx context.Context, itemID int64, h *heldLock) {
-	s.held.Delete(itemID)
+func (s *lockBuyer) release(ctx context.Context, wk writeKey, h *heldLock) {
+	s.held.Delete(wk)
 	ctx, cancel := context.WithTimeout(ctx, s.ttl)
 	defer cancel()
 	// A lapsed lease is harmless (the fence guarded the writes), but worth
 	// knowing about.
 	if err := h.l.Release(ctx); err != nil {
-		s.log.Warn("lock release", "item", itemID, "err", err)
+		s.log.Warn("lock release", "item", wk.item, "bucket", wk.bucket, "err", err)
 	}
 }
 

@@ -123,6 +123,9 @@ func (s *Service) reconcileOnce(ctx context.Context, id int64) (*stock.Reconcili
 		}
 		fillDB(r, snap)
 		checkDB(r)
+		if err := s.checkBucketRows(ctx, it, r); err != nil {
+			return nil, plan, err
+		}
 		return r, plan, nil
 	}
 

@@ -189,7 +189,7 @@ func (s *Service) SetStock(ctx context.Context, id, n int64) (before, after *sto
 			return nil, nil, err
 		}
 	}
-	if it.Buckets > 1 {
+	if it.Buckets > 1 && strat.Gated() {
 		return s.setStockBuckets(ctx, it, n)
 	}
 	touched := false

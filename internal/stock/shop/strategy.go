@@ -115,8 +115,9 @@ func (l luaStrategy) inFlight(_ int64, seen redisSeen, snap store.Buyers, want m
 	return n
 }
 
-// lockStrategy writes under the item's Redis lock; it keeps no stock in
-// Redis. (Creation still builds a gate for every item, unused by it.)
+// lockStrategy writes under the item's Redis lock (a lock per bucket for
+// an item with several, see lockBuyer); it keeps no stock in Redis.
+// (Creation still builds a gate for every item, unused by it.)
 type lockStrategy struct {
 	s   *Service
 	buy *lockBuyer
@@ -133,7 +134,14 @@ func (l lockStrategy) Place(ctx context.Context, it *stock.Item, req stock.Order
 
 func (l lockStrategy) BuildGate(context.Context, int64) error { return nil }
 
+// SetGateStock keeps the unused gate's stock of an item with one bucket
+// (as before buckets); an item with several keeps its stock in its bucket
+// rows alone (the store spreads a change over them), and its gate is not
+// written.
 func (l lockStrategy) SetGateStock(ctx context.Context, old *stock.Item, n int64) (bool, error) {
+	if old.Buckets > 1 {
+		return false, nil
+	}
 	return l.s.setGateStock(ctx, old.ID, n, false)
 }
 

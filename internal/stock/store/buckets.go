@@ -123,17 +123,41 @@ func (g gormQuerier) QueryContext(ctx context.Context, q string, args ...any) (*
 }
 
 // takeBucketUnits is the UPDATE that takes units of one bucket row for
-// orders: sold + k <= stock, and no waiting room when some order has no
-// pass (roomless).
-func takeBucketUnits(roomless bool) string { return takeBucketSQL[b2i(roomless)] }
+// orders: sold + k <= stock, with a fence no older than the row's when
+// fenced (a lock item's bucket lock: the row then stores the fence), and no
+// waiting room when some order has no pass (roomless). Built once.
+func takeBucketUnits(fenced, roomless bool) string { return takeBucketSQL[b2i(fenced)][b2i(roomless)] }
 
-var takeBucketSQL = [2]string{
-	"UPDATE item_stock SET sold = sold + ? WHERE item_id = ? AND bucket = ? AND sold + ? <= stock",
-	"UPDATE item_stock SET sold = sold + ? WHERE item_id = ? AND bucket = ? AND sold + ? <= stock" + noRoom,
-}
+var takeBucketSQL = func() (q [2][2]string) {
+	for f := range 2 {
+		for r := range 2 {
+			s := "UPDATE item_stock SET sold = sold + ?"
+			if f == 1 {
+				s += ", lock_fence = ?"
+			}
+			s += " WHERE item_id = ? AND bucket = ? AND sold + ? <= stock"
+			if f == 1 {
+				s += " AND lock_fence <= ?"
+			}
+			if r == 1 {
+				s += noRoom
+			}
+			q[f][r] = s
+		}
+	}
+	return q
+}()
 
-func takeBucketArgs(k int, itemID int64, b int, roomless bool) []any {
-	args := []any{k, itemID, b, k}
+// takeBucketArgs are takeBucketUnits' arguments, in its order.
+func takeBucketArgs(k int, fence, itemID int64, b int, roomless bool) []any {
+	args := []any{k}
+	if fence > 0 {
+		args = append(args, fence)
+	}
+	args = append(args, itemID, b, k)
+	if fence > 0 {
+		args = append(args, fence)
+	}
 	if roomless {
 		args = append(args, itemID)
 	}
@@ -160,8 +184,17 @@ func bucketOf(batch []OrderWrite) (int, error) {
 // refusals are told by their cause; a batch's are ErrBatchRefused. When
 // the item as a whole has fewer free units than the orders, the answer is
 // stock.ErrSoldOut (single) or ErrBatchRefused; when units kept moving
-// away, stock.ErrUnavailable (single) or ErrBatchRefused.
-func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, now time.Time, progress func(), single bool) error {
+// away, stock.ErrUnavailable (single) or ErrBatchRefused. fence, when
+// positive (a lock item's bucket lock), must be no older than row b's
+// lock_fence, which the write sets to it; an older one is refused with
+// ErrFenceStale, nothing written and no unit moved.
+//
+// A move needs no bucket lock of the rows it takes from: it changes their
+// stock, never their sold or fence, only by free units, under the rows'
+// database locks; an order's conditional UPDATE of its row, under the same
+// row lock, sees the stock as it is after the move, so neither can make a
+// row's sold exceed its stock.
+func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, now time.Time, fence int64, progress func(), single bool) error {
 	itemID := batch[0].Order.ItemID
 	need := int64(len(batch))
 	roomless := false
@@ -184,7 +217,7 @@ func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, n
 				}
 				return insertError(err)
 			}
-			res, err := tx.ExecContext(ctx, takeBucketUnits(roomless), takeBucketArgs(len(batch), itemID, b, roomless)...)
+			res, err := tx.ExecContext(ctx, takeBucketUnits(fence > 0, roomless), takeBucketArgs(len(batch), fence, itemID, b, roomless)...)
 			progress()
 			if err != nil {
 				return dbError("take units", err)
@@ -194,7 +227,7 @@ func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, n
 			} else if taken {
 				return nil
 			}
-			return whyRowShort(ctx, tx, itemID, b, roomless, single)
+			return whyRowShort(ctx, tx, itemID, b, fence, roomless, single)
 		})
 		switch {
 		case isLockConflict(err) && !errors.Is(err, errCommit) && round < maxMoveRounds && ctx.Err() == nil:
@@ -223,23 +256,42 @@ func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, n
 }
 
 // whyRowShort tells, inside the failed transaction of an order (single)
-// or a batch of bucket row b, why no unit was taken: errRowShort when the
-// row has too few free units (units may be moved to it), otherwise the
-// item is unknown or its waiting room refuses an order without a pass.
-func whyRowShort(ctx context.Context, tx *sql.Tx, itemID int64, b int, roomless, single bool) error {
+// or a batch of bucket row b, why no unit was taken: a fence older than
+// the row's (ErrFenceStale: nothing can be written with it), errRowShort
+// when the row has too few free units (units may be moved to it),
+// otherwise the item is unknown or its waiting room refuses an order
+// without a pass.
+func whyRowShort(ctx context.Context, tx *sql.Tx, itemID int64, b int, fence int64, roomless, single bool) error {
 	var roomed bool
-	err := tx.QueryRowContext(ctx, "SELECT "+roomExists+" FROM item_stock WHERE item_id = ? AND bucket = ?", itemID, itemID, b).Scan(&roomed)
+	var lastFence int64
+	err := tx.QueryRowContext(ctx, "SELECT "+roomExists+", lock_fence FROM item_stock WHERE item_id = ? AND bucket = ?", itemID, itemID, b).Scan(&roomed, &lastFence)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("item %d bucket row %d: %w", itemID, b, stock.ErrNotFound)
 	case err != nil:
 		return dbError("read bucket row", err)
+	case fence > 0 && lastFence > fence:
+		return fenceStaleError(fence, lastFence)
 	case roomless && roomed && single:
 		return fmt.Errorf("item %d: %w", itemID, stock.ErrPassRequired)
 	case roomless && roomed:
 		return ErrBatchRefused
 	}
 	return errRowShort
+}
+
+// BucketLockFence reads the highest lock fence bucket row b of a bucketed
+// item has accepted (LockFence is the items row's, for one bucket).
+func (s *Store) BucketLockFence(ctx context.Context, itemID int64, b int) (int64, error) {
+	var fence int64
+	err := s.sql.QueryRowContext(ctx, "SELECT lock_fence FROM item_stock WHERE item_id = ? AND bucket = ?", itemID, b).Scan(&fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("item %d bucket row %d: %w", itemID, b, stock.ErrNotFound)
+	}
+	if err != nil {
+		return 0, dbError("read lock fence", err)
+	}
+	return fence, nil
 }
 
 // moveUnits moves free units of an item to bucket row b, in a transaction

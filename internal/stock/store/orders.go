@@ -92,15 +92,13 @@ type OrderWrite struct {
 // as short a time as possible. An order of an item with several buckets
 // (w.Buckets > 1) takes its unit from its buyer's home bucket row instead,
 // moving units to that row when it has none (insertBucketed); it is told
-// stock.ErrSoldOut only when no row has a free unit.
+// stock.ErrSoldOut only when no row has a free unit. Its fence is then
+// checked against, and stored in, that bucket row's lock_fence.
 func (s *Store) InsertOrder(ctx context.Context, w OrderWrite, fence int64) error {
 	o := w.Order
 	now := Now()
 	if w.Buckets > 1 {
-		if fence > 0 {
-			return fmt.Errorf("store: item %d: a fenced write of a bucketed item", o.ItemID)
-		}
-		if err := s.insertBucketed(ctx, []OrderWrite{w}, stock.HomeBucketOf(o.UserID, w.Buckets), now, func() {}, true); err != nil {
+		if err := s.insertBucketed(ctx, []OrderWrite{w}, stock.HomeBucketOf(o.UserID, w.Buckets), now, fence, func() {}, true); err != nil {
 			return err
 		}
 		s.Created(o, now)
@@ -238,7 +236,8 @@ func fenceStaleError(fence, lastFence int64) error {
 // can be written with it), ErrBatchRefused otherwise. A failed COMMIT is ErrMaybeCommitted.
 // A batch of an item with several buckets (all its orders of one home
 // bucket, as the shop queues them) takes its units from that bucket's
-// row, moving units to it first when it is short (insertBucketed).
+// row, moving units to it first when it is short (insertBucketed), its
+// fence checked against that row's lock_fence.
 // progress, when not nil, is called after each statement (the shop's stall
 // watch).
 func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Time, fence int64, progress func()) error {
@@ -247,11 +246,8 @@ func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Ti
 	}
 	if batch[0].Buckets > 1 {
 		b, err := bucketOf(batch)
-		if err == nil && fence > 0 {
-			err = fmt.Errorf("store: item %d: a fenced write of a bucketed item", batch[0].Order.ItemID)
-		}
 		if err == nil {
-			err = s.insertBucketed(ctx, batch, b, now, progress, false)
+			err = s.insertBucketed(ctx, batch, b, now, fence, progress, false)
 		}
 		if errors.Is(err, errCommit) {
 			return fmt.Errorf("%w: %w", ErrMaybeCommitted, err)
