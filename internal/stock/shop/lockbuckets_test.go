@@ -202,3 +202,48 @@ func TestLockBucketStaleFenceRecovers(t *testing.T) {
 		checkSold(t, s, it.ID, 5)
 	})
 }
+
+// The rest of a lock item's life with 4 bucket rows: a cancel gives the
+// unit back to its buyer's row, stock changes spread over the rows (a cut
+// below sold refused), the public view and reconcile read the rows, and
+// the item then sells exactly its new stock.
+func TestLockBucketsLifecycle(t *testing.T) {
+	t.Parallel()
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{}, nil)
+		it := createLockBucketed(t, s, 8, 4)
+		orders, refused := buyAll(t, s, it.ID, skewedUsers(fmt.Sprintf("lc%d", it.ID), it.ID, 4, 6, 5))
+		if len(orders) != 6 || len(refused) != 0 {
+			t.Fatalf("6 buyers for 8 units: %d orders, refusals %v", len(orders), refused)
+		}
+		for u, id := range orders {
+			if _, err := s.CancelOrder(ctx, id, u); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		checkSold(t, s, it.ID, 5)
+		if _, _, err := s.SetStock(ctx, it.ID, 4); !errors.Is(err, stock.ErrStockBelowSold) {
+			t.Errorf("stock 4 below 5 sold: got %v, want ErrStockBelowSold", err)
+		}
+		if _, _, err := s.SetStock(ctx, it.ID, 12); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.SetStock(ctx, it.ID, 9); err != nil {
+			t.Fatal(err)
+		}
+		checkBucketRows(t, s, it)
+		if v, err := s.ItemView(ctx, it.ID); err != nil || v.Remaining != 4 {
+			t.Errorf("public view: %+v, %v; want 4 remaining", v, err)
+		}
+		if r, err := s.Reconcile(ctx, it.ID, false); err != nil || len(r.Drift) != 0 || r.Sold != 5 || r.Stock != 9 {
+			t.Errorf("reconcile: %+v, %v; want stock 9, sold 5, no drift", r, err)
+		}
+		more, refused := buyAll(t, s, it.ID, skewedUsers(fmt.Sprintf("lc%d-b", it.ID), it.ID, 4, 8, 8))
+		if len(more) != 4 || refused["sold_out"] != 4 {
+			t.Errorf("8 buyers for the last 4 units: %d orders, refusals %v; want 4 and 4 sold_out", len(more), refused)
+		}
+		checkSold(t, s, it.ID, 9)
+	})
+}
