@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# One hot lua item, K = 1 against K buckets (gate buckets and bucket rows),
-# in one run (issue 22):
+# One hot lua (or lock) item, K = 1 against K buckets (gate buckets, or
+# locks and fences, and bucket rows), in one run (issue 22):
 #
 #   bash loadtest/bench-buckets.sh                      # K = 1 and 4, -c64 and -c256, 10 s a row
 #   BUCKETS="1 4 8" CONNS="64" DURATION=5s bash loadtest/bench-buckets.sh
+#   STRATEGY=lock bash loadtest/bench-buckets.sh        # a lock item: a lock and a fence per bucket
 #
 # Starts ./cmd/seckill on this machine's MariaDB and single Redis (rate
 # limits off, a database and a key prefix of its own), and for each
-# concurrency and K creates a lua item of 10,000,000 units with that many
+# concurrency and K creates a STRATEGY item of 10,000,000 units with that many
 # buckets and runs wrk -t2 of new buyers against it (loadtest/wrk/orders.lua),
 # after a GET /healthz row as the baseline. Each row records orders/s, p99,
 # orders per COMMIT and MariaDB CPU per order, and checks the database
@@ -21,6 +22,8 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64 256}
 BUCKETS=${BUCKETS:-1 4}
+STRATEGY=${STRATEGY:-lua}
+case $STRATEGY in lua | lock) ;; *) echo "bench-buckets: STRATEGY must be lua or lock (lua-async has no buckets)" >&2; exit 2 ;; esac
 PORT=${PORT:-18730}
 MYSQL=${MYSQL:-mariadb -h 127.0.0.1 -uroot}
 REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
@@ -66,8 +69,8 @@ for c in $CONNS; do
   p99[healthz,$c]=$(awk '$1 == "99%" { print $2 }' "$OUT/healthz-c$c.txt")
   echo "  /healthz -c$c: ${rps[healthz,$c]} req/s, p99 ${p99[healthz,$c]}" >&2
   for k in $BUCKETS; do
-    item=$(admin -X POST "$B/api/v1/admin/items" -d "{\"name\":\"hot-k$k-c$c\",\"stock\":$big,\"strategy\":\"lua\",\"buckets\":$k}" | jq -r .id)
-    f="$OUT/lua-k$k-c$c.txt"
+    item=$(admin -X POST "$B/api/v1/admin/items" -d "{\"name\":\"hot-k$k-c$c\",\"stock\":$big,\"strategy\":\"$STRATEGY\",\"buckets\":$k}" | jq -r .id)
+    f="$OUT/$STRATEGY-k$k-c$c.txt"
     m0=$(db_cpu); k0=$(db_commits)
     wrk -t2 -c"$c" -d"$DURATION" --latency -s loadtest/wrk/orders.lua "$B" -- "$item" "u-k$k-c$c" >"$f" 2>&1
     m1=$(db_cpu); k1=$(db_commits)
@@ -90,13 +93,13 @@ for c in $CONNS; do
     orders_of[$k,$c]=$orders
     per_commit[$k,$c]=$(awk -v a="$k0" -v b="$k1" -v n="$orders" 'BEGIN { if (b > a) printf "%.1f", n / (b - a); else print "n/a" }')
     cpu100k[$k,$c]=$(awk -v a="$m0" -v b="$m1" -v n="$orders" 'BEGIN { if (n > 0) printf "%.1f", (b - a) / n * 100000; else print "n/a" }')
-    echo "  lua K=$k -c$c: ${rps[$k,$c]} orders/s, p99 ${p99[$k,$c]}, ${per_commit[$k,$c]} per COMMIT, MariaDB ${cpu100k[$k,$c]} CPU s per 100k orders${why:+ (FAIL)}" >&2
+    echo "  $STRATEGY K=$k -c$c: ${rps[$k,$c]} orders/s, p99 ${p99[$k,$c]}, ${per_commit[$k,$c]} per COMMIT, MariaDB ${cpu100k[$k,$c]} CPU s per 100k orders${why:+ (FAIL)}" >&2
   done
 done
 {
   echo "### $(date -u '+%Y-%m-%d %H:%M UTC'), $(git rev-parse --abbrev-ref HEAD) $(git rev-parse --short HEAD)"
   echo
-  echo "Machine: $(nproc) cores, load average at the end $(awk '{print $1, $2, $3}' /proc/loadavg); wrk -t2, $DURATION a row, the client on the same cores; one lua item of $big units, new buyers only."
+  echo "Machine: $(nproc) cores, load average at the end $(awk '{print $1, $2, $3}' /proc/loadavg); wrk -t2, $DURATION a row, the client on the same cores; one $STRATEGY item of $big units, new buyers only."
   echo
   echo '| K | conns | orders/s | p99 | orders per COMMIT | MariaDB CPU s per 100k orders | /healthz req/s (p99) |'
   echo '|---|---|---|---|---|---|---|'
