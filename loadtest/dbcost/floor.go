@@ -68,7 +68,7 @@ func floor(ctx context.Context, st *store.Store, pid int, cfg floorConfig, each 
 	for _, c := range cfg.Conns {
 		for _, s := range cfg.Strategies {
 			k := 1
-			if s == stock.StrategyLua {
+			if s != stock.StrategyLuaAsync { // lua and lock have bucket rows
 				k = max(1, cfg.Buckets)
 			}
 			it := &stock.Item{Name: fmt.Sprintf("floor-%s-c%d", s, c), Stock: cfg.Stock, Strategy: s, Buckets: k}
@@ -81,7 +81,7 @@ func floor(ctx context.Context, st *store.Store, pid int, cfg floorConfig, each 
 			if s == stock.StrategyLuaAsync {
 				r, err = floorQueued(ctx, st, it.ID, c, cfg)
 			} else {
-				inst := 1 // lock's instances share one Redis lock: one writer at a time
+				inst := 1 // lock's instances share one Redis lock (a bucket's): one writer at a time
 				if s == stock.StrategyLua {
 					inst = max(1, cfg.Instances)
 				}
