@@ -1,5 +1,5 @@
 -- +goose Up
--- Same as migrations/mysql/00011_item_stock_epoch.sql, in SQLite's dialect.
+-- Same as migrations/mysql/00012_item_stock_epoch.sql, in SQLite's dialect.
 ALTER TABLE item_stock ADD COLUMN queue_epoch INTEGER NOT NULL DEFAULT 0;
 
 -- +goose Down
