@@ -35,14 +35,14 @@ type floorConfig struct {
 	Stock      int64         // each item's stock
 	Writers    int           // lua-async writer goroutines
 	Batch      int           // orders per lua-async transaction, at most
-	Buckets    int           // the lua item's buckets (bucket rows); 0 or 1: its items row
+	Buckets    int           // the lua and lua-async items' buckets (bucket rows); 0 or 1: their items row
 	Instances  int           // lua: group-commit writers of the item, as so many service instances (0: 1)
 }
 
 // floorResult is what one strategy at one concurrency did.
 type floorResult struct {
 	Strategy stock.StrategyName
-	Buckets  int // the lua item's, 1 for the others
+	Buckets  int // the lua and lua-async items', 1 for lock
 	Conns    int
 	Item     int64
 	Orders   int64 // committed, as counted here
@@ -67,10 +67,7 @@ func (r floorResult) OrdersPerSecond() float64 { return float64(r.Orders) / r.El
 func floor(ctx context.Context, st *store.Store, pid int, cfg floorConfig, each func(floorResult)) error {
 	for _, c := range cfg.Conns {
 		for _, s := range cfg.Strategies {
-			k := 1
-			if s != stock.StrategyLuaAsync { // lua and lock have bucket rows
-				k = max(1, cfg.Buckets)
-			}
+			k := max(1, cfg.Buckets) // every strategy's writers here have bucket rows
 			it := &stock.Item{Name: fmt.Sprintf("floor-%s-c%d", s, c), Stock: cfg.Stock, Strategy: s, Buckets: k}
 			if err := st.CreateItem(ctx, it, nil); err != nil {
 				return err
@@ -79,7 +76,7 @@ func floor(ctx context.Context, st *store.Store, pid int, cfg floorConfig, each 
 			var r floorResult
 			var err error
 			if s == stock.StrategyLuaAsync {
-				r, err = floorQueued(ctx, st, it.ID, c, cfg)
+				r, err = floorQueued(ctx, st, it.ID, k, c, cfg)
 			} else {
 				inst := 1 // lock's instances share one Redis lock (a bucket's): one writer at a time
 				if s == stock.StrategyLua {
@@ -176,8 +173,12 @@ func floorSync(ctx context.Context, st *store.Store, itemID int64, fenced bool, 
 // would hold them; cfg.Writers writers each take what is queued, up to
 // cfg.Batch orders (an XREADGROUP with COUNT), and write it in one
 // PersistQueued transaction, until d has passed and the queue is drained
-// or the item sold out.
-func floorQueued(ctx context.Context, st *store.Store, itemID int64, conns int, cfg floorConfig) (floorResult, error) {
+// or the item sold out. With k > 1 buckets (planned, docs/DESIGN.md
+// "Buckets for lua-async") each order is queued in its buyer's home
+// bucket, as the bucket's stream would hold it, and each of the
+// cfg.Writers writers writes each bucket's batch on its row at once
+// (PersistQueuedBucket): cfg.Writers goroutines per bucket.
+func floorQueued(ctx context.Context, st *store.Store, itemID int64, k, conns int, cfg floorConfig) (floorResult, error) {
 	var epoch int64
 	if err := st.WithItemLocked(ctx, itemID, func(_ context.Context, it *store.LockedItem) error {
 		epoch = it.QueueEpoch
@@ -185,9 +186,15 @@ func floorQueued(ctx context.Context, st *store.Store, itemID int64, conns int, 
 	}); err != nil {
 		return floorResult{}, err
 	}
+	if k > 1 {
+		epoch = 0 // a new item's rows' queue epoch
+	}
 	run, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
-	queued := make(chan *store.Queued, 2*cfg.Writers*cfg.Batch)
+	queued := make([]chan *store.Queued, k)
+	for b := range queued {
+		queued[b] = make(chan *store.Queued, 2*cfg.Writers*cfg.Batch)
+	}
 	var buyers sync.WaitGroup
 	for g := range conns {
 		buyers.Add(1)
@@ -197,31 +204,38 @@ func floorQueued(ctx context.Context, st *store.Store, itemID int64, conns int, 
 				q := &store.Queued{Entry: fmt.Sprintf("%d-%d", g, n), ID: uuid.Must(uuid.NewV7()).String(), ItemID: itemID,
 					UserID: fmt.Sprintf("f%d-%d", g, n), Created: store.Now(), Epoch: epoch}
 				select {
-				case queued <- q:
+				case queued[stock.HomeBucketOf(q.UserID, k)] <- q:
 				case <-run.Done():
 					return
 				}
 			}
 		}()
 	}
-	go func() { buyers.Wait(); close(queued) }()
+	go func() {
+		buyers.Wait()
+		for _, ch := range queued {
+			close(ch)
+		}
+	}()
 
-	took := make([][]time.Duration, cfg.Writers)
-	errs := make([]error, cfg.Writers)
+	n := cfg.Writers * k
+	took := make([][]time.Duration, n)
+	errs := make([]error, n)
 	var written, commits atomic.Int64
 	var soldOut atomic.Bool
 	start := time.Now()
 	var writers sync.WaitGroup
-	for i := range cfg.Writers {
+	for i := range n {
+		b := i % k
 		writers.Add(1)
 		go func() {
 			defer writers.Done()
-			for q := range queued {
+			for q := range queued[b] {
 				batch := []*store.Queued{q}
 			more:
 				for len(batch) < cfg.Batch {
 					select {
-					case q, ok := <-queued:
+					case q, ok := <-queued[b]:
 						if !ok {
 							break more
 						}
@@ -232,7 +246,13 @@ func floorQueued(ctx context.Context, st *store.Store, itemID int64, conns int, 
 				}
 				t0 := time.Now()
 				tctx, cancel := context.WithTimeout(ctx, 5*time.Second) // the writers' batchTimeout
-				res, err := st.PersistQueued(tctx, itemID, batch, store.Now())
+				var res store.Persisted
+				var err error
+				if k > 1 {
+					res, err = st.PersistQueuedBucket(tctx, itemID, b, batch, store.Now())
+				} else {
+					res, err = st.PersistQueued(tctx, itemID, batch, store.Now())
+				}
 				cancel()
 				if err != nil {
 					errs[i] = err
@@ -249,7 +269,7 @@ func floorQueued(ctx context.Context, st *store.Store, itemID int64, conns int, 
 					stop() // sold out (no user repeats): drain what is queued
 				}
 			}
-			for range queued { // after an error: let the buyers end
+			for range queued[b] { // after an error: let the buyers end
 			}
 		}()
 	}

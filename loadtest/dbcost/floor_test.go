@@ -64,10 +64,21 @@ func openFloor(t *testing.T) (*store.Store, *sql.DB) {
 func checkRows(t *testing.T, db *sql.DB, r floorResult) {
 	t.Helper()
 	var units, sold, orders, users, fence int64
-	err := db.QueryRow(`SELECT i.stock, i.sold, i.lock_fence, COUNT(o.id), COUNT(DISTINCT o.user_id)
+	// A bucketed item's sold is its rows' (items.sold is not written).
+	err := db.QueryRow(`SELECT i.stock, CASE WHEN i.buckets > 1 THEN (SELECT SUM(s.sold) FROM item_stock s WHERE s.item_id = i.id) ELSE i.sold END,
+		i.lock_fence, COUNT(o.id), COUNT(DISTINCT o.user_id)
 		FROM items i LEFT JOIN orders o ON o.item_id = i.id WHERE i.id = ? GROUP BY i.id`, r.Item).Scan(&units, &sold, &fence, &orders, &users)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.Buckets > 1 {
+		var rowStock, rows int64
+		if err := db.QueryRow("SELECT COALESCE(SUM(stock), 0), COUNT(*) FROM item_stock WHERE item_id = ?", r.Item).Scan(&rowStock, &rows); err != nil {
+			t.Fatal(err)
+		}
+		if rowStock != units || rows != int64(r.Buckets) {
+			t.Errorf("%s -c%d: %d bucket rows holding %d units; want %d rows holding the item's %d", r.Strategy, r.Conns, rows, rowStock, r.Buckets, units)
+		}
 	}
 	if orders != r.Orders || sold != r.Orders {
 		t.Errorf("%s -c%d: %d order rows, sold %d; the floor counted %d", r.Strategy, r.Conns, orders, sold, r.Orders)
@@ -159,6 +170,28 @@ func TestFloorStopsAtSoldOut(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The same with four buckets, lua and lua-async: each stops at sold out
+// with exactly the stock sold, the bucket rows holding the item's stock,
+// lua-async's writers writing each bucket's batches on its row.
+func TestFloorBucketsStopAtSoldOut(t *testing.T) {
+	st, db := openFloor(t)
+	cfg := floorConfig{Strategies: []stock.StrategyName{stock.StrategyLuaAsync, stock.StrategyLua},
+		Conns: []int{8}, Duration: time.Hour, Stock: 50, Writers: 2, Batch: 20, Buckets: 4}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runs := 0
+	err := floor(ctx, st, 0, cfg, func(r floorResult) {
+		runs++
+		checkRows(t, db, r)
+		if r.Buckets != 4 || !r.SoldOut || r.Orders != cfg.Stock {
+			t.Errorf("%s: %d buckets, %d orders, sold out %v; want 4, %d, sold out", r.Strategy, r.Buckets, r.Orders, r.SoldOut, cfg.Stock)
+		}
+	})
+	if err != nil || runs != 2 {
+		t.Fatalf("%d runs, %v; want 2", runs, err)
 	}
 }
 

@@ -60,7 +60,7 @@ func main() {
 	writers := flag.Int("writers", queue.DefaultWriters, "-floor: lua-async writer goroutines (SECKILL_WRITERS)")
 	writerBatch := flag.Int("writer-batch", queue.DefaultBatch, "-floor: lua-async orders per transaction, at most (SECKILL_WRITER_BATCH)")
 	instances := flag.Int("instances", 1, "-floor: the lua item's group-commit writers, as so many service instances (lock keeps one: its Redis lock)")
-	buckets := flag.Int("buckets", 1, "-floor: the lua and lock items' buckets (1 to 64; above 1 they keep their stock in bucket rows, one group-commit writer per bucket; for lock, a fence per bucket)")
+	buckets := flag.Int("buckets", 1, "-floor: the items' buckets (1 to 64; above 1 they keep their stock in bucket rows: lua and lock have one group-commit writer per bucket, lock a fence per bucket, lua-async -writers writers per bucket)")
 	flag.Parse()
 	log.SetFlags(0)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

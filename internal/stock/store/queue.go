@@ -56,9 +56,19 @@ var ErrQueueLost = errors.New("the batch comes from a queue Redis lost; the gate
 // again reading them first, so the outcome is the same; only a batch that
 // meets nothing in the database, the usual one, skips the read.
 func (s *Store) PersistQueued(ctx context.Context, itemID int64, batch []*Queued, now time.Time) (Persisted, error) {
+	return s.persistQueued(ctx, itemID, itemsRow, batch, now)
+}
+
+// itemsRow is persistQueued's row for an item without bucket rows: its
+// items row.
+const itemsRow = -1
+
+// persistQueued is PersistQueued on the items row (b = itemsRow) or on
+// bucket row b (PersistQueuedBucket).
+func (s *Store) persistQueued(ctx context.Context, itemID int64, b int, batch []*Queued, now time.Time) (Persisted, error) {
 	careful := false
 	for attempt := 0; ; attempt++ {
-		res, err := s.persistQueuedOnce(ctx, itemID, batch, now, careful)
+		res, err := s.persistQueuedOnce(ctx, itemID, b, batch, now, careful)
 		if errors.Is(err, errQueuedClash) && attempt < 4 {
 			careful = true
 			continue
@@ -67,7 +77,7 @@ func (s *Store) PersistQueued(ctx context.Context, itemID int64, batch []*Queued
 	}
 }
 
-func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*Queued, now time.Time, careful bool) (Persisted, error) {
+func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, b int, batch []*Queued, now time.Time, careful bool) (Persisted, error) {
 	res := Persisted{Failed: map[string]string{}, byID: make(map[string]*Queued, len(batch))}
 	if !careful {
 		failed, err := s.anyFailed(ctx, batch)
@@ -114,7 +124,12 @@ func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*Qu
 		for _, q := range accept[limit:] {
 			res.Failed[q.ID] = "sold_out"
 		}
-		err := s.writeQueued(ctx, itemID, batch[0].Epoch, accept[:limit], keyNull, res.Failed, res.byID, now)
+		var err error
+		if b == itemsRow {
+			err = s.writeQueued(ctx, itemID, batch[0].Epoch, accept[:limit], keyNull, res.Failed, res.byID, now)
+		} else {
+			err = s.writeQueuedBucket(ctx, itemID, b, batch[0].Epoch, accept[:limit], keyNull, res.Failed, res.byID, now)
+		}
 		if !errors.Is(err, ErrBatchRefused) {
 			if err == nil {
 				res.Written = accept[:limit]
@@ -122,10 +137,9 @@ func (s *Store) persistQueuedOnce(ctx context.Context, itemID int64, batch []*Qu
 			return res, err
 		}
 		// Fewer units left than orders, or a lost queue.
-		var left, epoch int64
-		err = s.sql.QueryRowContext(ctx, "SELECT stock - sold, queue_epoch FROM items WHERE id = ?", itemID).Scan(&left, &epoch)
+		left, epoch, err := s.queuedRemaining(ctx, itemID, b)
 		if err != nil {
-			return res, dbError("read remaining", err)
+			return res, err
 		}
 		if epoch != batch[0].Epoch {
 			return res, fmt.Errorf("item %d has queue epoch %d, the batch %d: %w", itemID, epoch, batch[0].Epoch, ErrQueueLost)
@@ -224,6 +238,40 @@ func (s *Store) knownQueued(ctx context.Context, itemID int64, batch []*Queued) 
 // written); errQueuedClash: a concurrent writer got some rows in first.
 func (s *Store) writeQueued(ctx context.Context, itemID, epoch int64, orders []*Queued, keyNull map[string]bool,
 	failed map[string]string, byID map[string]*Queued, now time.Time) error {
+	return s.writeQueuedTx(ctx, itemID, orders, keyNull, failed, byID, now,
+		func(tx *sql.Tx) error {
+			// The epoch fences a batch from a lost queue out, atomically with
+			// the units it takes; this row lock also orders the batch against
+			// a gate build (which holds it, see WithItemLocked).
+			r, err := tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, updated_at = ? WHERE id = ? AND sold + ? <= stock AND queue_epoch = ?",
+				len(orders), now, itemID, len(orders), epoch)
+			if err != nil {
+				return dbError("take units", err)
+			}
+			if taken, err := oneRow(r, "take units"); err != nil {
+				return err
+			} else if !taken {
+				return ErrBatchRefused
+			}
+			return nil
+		},
+		func(tx *sql.Tx) error {
+			var have int64
+			if err := tx.QueryRowContext(ctx, "SELECT queue_epoch FROM items WHERE id = ?", itemID).Scan(&have); err != nil {
+				return dbError("read queue epoch", err)
+			}
+			if have != epoch {
+				return fmt.Errorf("item %d has queue epoch %d, the batch %d: %w", itemID, have, epoch, ErrQueueLost)
+			}
+			return nil
+		})
+}
+
+// writeQueuedTx is the transaction of writeQueued and writeQueuedBucket:
+// the orders' INSERT and take (which takes their units), or, with no
+// order to write, fenced (which checks the queue epoch); then the failures.
+func (s *Store) writeQueuedTx(ctx context.Context, itemID int64, orders []*Queued, keyNull map[string]bool,
+	failed map[string]string, byID map[string]*Queued, now time.Time, take, fenced func(tx *sql.Tx) error) error {
 	return s.inTx(ctx, nil, func(tx *sql.Tx) error {
 		if len(orders) > 0 {
 			args := make([]any, 0, orderColumns*len(orders))
@@ -241,26 +289,12 @@ func (s *Store) writeQueued(ctx context.Context, itemID, epoch int64, orders []*
 				}
 				return dbError("insert queued orders", err)
 			}
-			// The epoch fences a batch from a lost queue out, atomically with
-			// the units it takes; this row lock also orders the batch against
-			// a gate build (which holds it, see WithItemLocked).
-			r, err := tx.ExecContext(ctx, "UPDATE items SET sold = sold + ?, updated_at = ? WHERE id = ? AND sold + ? <= stock AND queue_epoch = ?",
-				len(orders), now, itemID, len(orders), epoch)
-			if err != nil {
-				return dbError("take units", err)
-			}
-			if taken, err := oneRow(r, "take units"); err != nil {
+			if err := take(tx); err != nil {
 				return err
-			} else if !taken {
-				return ErrBatchRefused
 			}
 		} else if len(failed) > 0 {
-			var have int64
-			if err := tx.QueryRowContext(ctx, "SELECT queue_epoch FROM items WHERE id = ?", itemID).Scan(&have); err != nil {
-				return dbError("read queue epoch", err)
-			}
-			if have != epoch {
-				return fmt.Errorf("item %d has queue epoch %d, the batch %d: %w", itemID, have, epoch, ErrQueueLost)
+			if err := fenced(tx); err != nil {
+				return err
 			}
 		}
 		if len(failed) > 0 {
@@ -284,6 +318,22 @@ func (s *Store) writeQueued(ctx context.Context, itemID, epoch int64, orders []*
 		}
 		return nil
 	})
+}
+
+// queuedRemaining reads, after a batch was refused, the units the item has
+// left and the queue epoch of the batch's row (the items row, or bucket
+// row b, whose free units are the whole item's sum).
+func (s *Store) queuedRemaining(ctx context.Context, itemID int64, b int) (left, epoch int64, err error) {
+	if b == itemsRow {
+		err = s.sql.QueryRowContext(ctx, "SELECT stock - sold, queue_epoch FROM items WHERE id = ?", itemID).Scan(&left, &epoch)
+	} else {
+		err = s.sql.QueryRowContext(ctx, "SELECT COALESCE(SUM(stock - sold), 0), COALESCE(MAX(CASE WHEN bucket = ? THEN queue_epoch END), -1) FROM item_stock WHERE item_id = ?",
+			b, itemID).Scan(&left, &epoch)
+	}
+	if err != nil {
+		return 0, 0, dbError("read remaining", err)
+	}
+	return left, epoch, nil
 }
 
 // FailedOrder reads an order recorded in order_failures.
