@@ -197,25 +197,11 @@ func bucketOf(batch []OrderWrite) (int, error) {
 func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, now time.Time, fence int64, progress func(), single bool) error {
 	itemID := batch[0].Order.ItemID
 	need := int64(len(batch))
-	roomless := false
-	for _, w := range batch {
-		roomless = roomless || !w.Pass
-	}
+	roomless := anyRoomless(batch)
 	for round := 0; ; round++ {
 		err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
-			progress()
-			args := make([]any, 0, orderColumns*len(batch))
-			deadline := s.deadline(now)
-			for _, w := range batch {
-				args = orderValues(args, w.Order.ID, w.Order.ItemID, w.Order.UserID, w.Key, deadline, now, now)
-			}
-			_, err := tx.ExecContext(ctx, insertOrders+rowsOf(len(batch), orderColumns), args...)
-			progress()
-			if err != nil {
-				if e := insertError(err); !single && (errors.Is(e, stock.ErrAlreadyPurchased) || errors.Is(e, stock.ErrIdempotencyConflict)) {
-					return ErrBatchRefused
-				}
-				return insertError(err)
+			if err := s.insertBatchOrders(ctx, tx, batch, now, progress, single); err != nil {
+				return err
 			}
 			res, err := tx.ExecContext(ctx, takeBucketUnits(fence > 0, roomless), takeBucketArgs(len(batch), fence, itemID, b, roomless)...)
 			progress()

@@ -255,25 +255,11 @@ func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Ti
 		return err
 	}
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
-		progress()
-		args := make([]any, 0, orderColumns*len(batch))
-		deadline := s.deadline(now)
-		for _, w := range batch {
-			args = orderValues(args, w.Order.ID, w.Order.ItemID, w.Order.UserID, w.Key, deadline, now, now)
-		}
-		_, err := tx.ExecContext(ctx, insertOrders+rowsOf(len(batch), orderColumns), args...)
-		progress()
-		if err != nil {
-			if e := insertError(err); errors.Is(e, stock.ErrAlreadyPurchased) || errors.Is(e, stock.ErrIdempotencyConflict) {
-				return ErrBatchRefused
-			}
-			return insertError(err)
+		if err := s.insertBatchOrders(ctx, tx, batch, now, progress, false); err != nil {
+			return err
 		}
 		itemID := batch[0].Order.ItemID
-		roomless := false
-		for _, w := range batch {
-			roomless = roomless || !w.Pass
-		}
+		roomless := anyRoomless(batch)
 		res, err := tx.ExecContext(ctx, takeUnits(fence > 0, roomless), takeArgs(len(batch), fence, now, itemID, roomless)...)
 		progress()
 		if err != nil {
@@ -293,6 +279,37 @@ func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Ti
 		return fmt.Errorf("%w: %w", ErrMaybeCommitted, err)
 	}
 	return err
+}
+
+// insertBatchOrders is a batch's one INSERT of its orders, in tx, with
+// progress called before and after it. A duplicate user or key refuses a
+// batch (ErrBatchRefused) and is told by its cause for one order (single).
+func (s *Store) insertBatchOrders(ctx context.Context, tx *sql.Tx, batch []OrderWrite, now time.Time, progress func(), single bool) error {
+	progress()
+	args := make([]any, 0, orderColumns*len(batch))
+	deadline := s.deadline(now)
+	for _, w := range batch {
+		args = orderValues(args, w.Order.ID, w.Order.ItemID, w.Order.UserID, w.Key, deadline, now, now)
+	}
+	_, err := tx.ExecContext(ctx, insertOrders+rowsOf(len(batch), orderColumns), args...)
+	progress()
+	if err == nil {
+		return nil
+	}
+	if e := insertError(err); !single && (errors.Is(e, stock.ErrAlreadyPurchased) || errors.Is(e, stock.ErrIdempotencyConflict)) {
+		return ErrBatchRefused
+	}
+	return insertError(err)
+}
+
+// anyRoomless: some order of the batch has no waiting-room pass.
+func anyRoomless(batch []OrderWrite) bool {
+	for _, w := range batch {
+		if !w.Pass {
+			return true
+		}
+	}
+	return false
 }
 
 // BuyersAmong returns which of users already hold an order for the item.
