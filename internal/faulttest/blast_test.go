@@ -97,8 +97,9 @@ func failoverBlast(t *testing.T, strategy string) {
 	if victim == nil || replica == nil {
 		t.Fatalf("master %s of item %d: node %v, replica %v; want both", victimAddr, items[0], victim, replica)
 	}
-	// Ready: from here on, the sale, the kill and the promotion are bounded.
-	testenv.Alone(t)
+	// Ready: from here on, the sale, the kill and the promotion are
+	// bounded, until the load stops (the checks read what it recorded).
+	endTurn := testenv.AloneUntil(t)
 
 	var mu sync.Mutex
 	tries := map[int64][]blastTry{}
@@ -169,6 +170,7 @@ func failoverBlast(t *testing.T, strategy string) {
 	time.Sleep(servingAgain + 2*time.Second)
 	close(stop)
 	wg.Wait()
+	endTurn()
 	stop = make(chan struct{}) // for the deferred close
 	t.Logf("%s: killed master %s; replica %s promoted %v after the kill", strategy, victimAddr, replica.Addr(),
 		promotedAt.Sub(killedAt).Round(time.Millisecond))
