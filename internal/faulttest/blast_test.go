@@ -35,8 +35,18 @@ func TestFailoverBlastRadius(t *testing.T) {
 	// to share the cores with other latency-bound tests: each strategy's
 	// sale, kill and promotion run Alone, one strategy after the other. Their
 	// clusters, services and items are made beforehand, all three at once
-	// (testenv.RunTogether), outside the turn: that bounds nothing.
-	testenv.RunTogether(t, []string{"lua", "lua-async", "lock"}, func(s string) string { return s }, failoverBlast)
+	// (testenv.RunTogether), outside the turn: that bounds nothing. No sale
+	// starts before all three are made (or failed), so none shares the
+	// cores with the making.
+	strategies := []string{"lua", "lua-async", "lock"}
+	var made sync.WaitGroup
+	made.Add(len(strategies))
+	testenv.RunTogether(t, strategies, func(s string) string { return s }, func(t *testing.T, strategy string) {
+		var once sync.Once
+		ready := func() { once.Do(made.Done); made.Wait() }
+		defer once.Do(made.Done) // a case that failed while making
+		failoverBlast(t, strategy, ready)
+	})
 }
 
 // blastTry is one order attempt of the blast.
@@ -45,7 +55,9 @@ type blastTry struct {
 	status     int // 0: no answer
 }
 
-func failoverBlast(t *testing.T, strategy string) {
+// failoverBlast runs the blast on strategy; ready returns once every
+// strategy's cluster and service are made.
+func failoverBlast(t *testing.T, strategy string, ready func()) {
 	const (
 		healthyBound = time.Second
 		// The dead master's items: an answer (a 503 while the slots have
@@ -99,6 +111,7 @@ func failoverBlast(t *testing.T, strategy string) {
 	}
 	// Ready: from here on, the sale, the kill and the promotion are
 	// bounded, until the load stops (the checks read what it recorded).
+	ready()
 	endTurn := testenv.AloneUntil(t)
 
 	var mu sync.Mutex
