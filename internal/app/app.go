@@ -134,7 +134,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	// /readyz is public: its checks are cached (see readinessCache), with
 	// the handler's default bound on one check.
-	shop := readyShop{Service: a.service, ready: newReadinessCache(a.service, readinessTTL, time.Second)}
+	readyTTL := cfg.ReadyzTTL
+	if readyTTL == 0 {
+		readyTTL = DefaultReadyzTTL
+	}
+	shop := readyShop{Service: a.service, ready: newReadinessCache(a.service, readyTTL, time.Second)}
 	a.handler = handler.New(shop, hcfg)
 	return a, nil
 }

@@ -86,6 +86,11 @@ type Config struct {
 	// 404 here at most this long. The command line's default is
 	// DefaultMissingItemTTL; zero (as in a Config built in code) is off.
 	MissingItemTTL time.Duration
+	// ReadyzTTL is how long a /readyz check's answer is reused
+	// (SECKILL_READYZ_TTL): a flood of the public /readyz costs one check
+	// (a Redis PING per master, a database ping) a TTL at most. Default
+	// DefaultReadyzTTL; zero (as in a Config built in code) is the default.
+	ReadyzTTL time.Duration
 	// UserJWTSecret, when set, makes orders take the user from an HS256
 	// bearer token's "sub" (SECKILL_USER_JWT_SECRET). At least 32 bytes.
 	UserJWTSecret string
@@ -242,6 +247,8 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_MISSING_ITEM_TTL", flag: "missing-item-ttl", help: "how long an unknown item id is answered 404 from memory on the public item and order paths " +
 			"(at most `" + dur(maxMissingItemTTL) + "`); an item created on another instance is 404 here at most this long; `0` = off",
 			dur: &c.MissingItemTTL, def: dur(DefaultMissingItemTTL)},
+		{env: "SECKILL_READYZ_TTL", flag: "readyz-ttl", help: "how long a `/readyz` check's answer is reused (at most `" + dur(maxReadyzTTL) + "`), so a flood of " +
+			"the public `/readyz` costs one check a TTL; `0` = the default", dur: &c.ReadyzTTL, def: "0s", doc: "`" + dur(DefaultReadyzTTL) + "`"},
 		{env: "SECKILL_USER_JWT_SECRET", flag: "user-jwt-secret", help: "HS256 secret of user tokens, at least 32 bytes; set = JWT mode", str: &c.UserJWTSecret,
 			doc: "empty: the body's `user_id` is trusted"},
 		{env: "SECKILL_ADMIN_ADDR", flag: "admin-addr", help: "separate listen address of the admin API, the console, `/metrics` and pprof", str: &c.AdminAddr,
@@ -400,6 +407,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MissingItemTTL < 0 || c.MissingItemTTL > maxMissingItemTTL {
 		problems = append(problems, fmt.Errorf("SECKILL_MISSING_ITEM_TTL=%s: must be from 0 (off) to %s", c.MissingItemTTL, maxMissingItemTTL))
+	}
+	if c.ReadyzTTL < 0 || c.ReadyzTTL > maxReadyzTTL {
+		problems = append(problems, fmt.Errorf("SECKILL_READYZ_TTL=%s: must be from 0 (the default, %s) to %s", c.ReadyzTTL, DefaultReadyzTTL, maxReadyzTTL))
 	}
 	if c.PaymentTimeout < 0 {
 		problems = append(problems, fmt.Errorf("SECKILL_PAYMENT_TIMEOUT=%s: must not be negative (0 = orders never expire)", c.PaymentTimeout))

@@ -53,6 +53,10 @@ const (
 	// at most that long, so it stays short.
 	DefaultMissingItemTTL = shop.DefaultMissingItemTTL
 	maxMissingItemTTL     = time.Minute
+	// DefaultReadyzTTL is how long a /readyz check answers: a flood of the
+	// public /readyz costs one check a second at most.
+	DefaultReadyzTTL = time.Second
+	maxReadyzTTL     = time.Minute
 	// DefaultWriters is how many lua-async writers a process runs.
 	DefaultWriters     = queue.DefaultWriters
 	maxWriters         = 64

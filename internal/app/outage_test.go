@@ -24,10 +24,18 @@ const outageBound = 3 * time.Second
 func TestRedisOutage(t *testing.T) {
 	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		// Each backend has its own Redis, proxy and service; an outage
-		// costs little CPU, and no CPU-heavy test runs beside it (Solo).
-		t.Parallel()
+	// Each backend and strategy has its own Redis, proxy and service, so the
+	// four run at once (testenv.RunTogether): an outage costs little CPU,
+	// and no CPU-heavy test runs beside it (Solo).
+	type outageCase struct{ backend, strategy string }
+	var cases []outageCase
+	for _, b := range testenv.ForEachNames {
+		for _, s := range []string{"lua", "lock"} {
+			cases = append(cases, outageCase{b, s})
+		}
+	}
+	testenv.RunTogether(t, cases, func(c outageCase) string { return c.backend + "/" + c.strategy }, func(t *testing.T, oc outageCase) {
+		b, strategy := testenv.Open(t, oc.backend), oc.strategy
 		u, err := url.Parse(b.RedisURL)
 		if err != nil {
 			t.Fatal(err)
@@ -39,34 +47,30 @@ func TestRedisOutage(t *testing.T) {
 			cfg.RedisURL = pu.String()
 			cfg.RedisTimeout = 0 // the production default
 		})
-		for _, strategy := range []string{"lua", "lock"} {
-			t.Run(strategy, func(t *testing.T) {
-				it := c.CreateItem(t, 3, strategy)
-				proxy.Cut()
-				start := time.Now()
-				r, err := c.PlaceOrder(it.ID, "during-outage", "")
-				took := time.Since(start)
-				if err != nil || r.Status != 503 || r.ErrorCode() != "unavailable" {
-					t.Errorf("order during outage: got %d %s %v, want 503 unavailable", r.Status, r.Body, err)
-				}
-				if took > outageBound {
-					t.Errorf("order during outage took %v, want an answer within about a second", took)
-				}
-				if got := awaitReadyz(t, c, 503); got != 503 {
-					t.Errorf("/readyz during outage: got %d, want 503", got)
-				}
-				proxy.Restore()
-				if got := awaitReadyz(t, c, 200); got != 200 {
-					t.Errorf("/readyz after outage: got %d, want 200", got)
-				}
-				r, err = c.PlaceOrder(it.ID, "after-outage", "")
-				if err != nil || r.Status != 201 {
-					t.Errorf("order after outage: got %d %s %v, want 201", r.Status, r.Body, err)
-				}
-				if got := c.AdminItem(t, it.ID); got.Sold != 1 || got.Remaining != 2 {
-					t.Errorf("item after outage: got sold %d remaining %d, want 1 and 2", got.Sold, got.Remaining)
-				}
-			})
+		it := c.CreateItem(t, 3, strategy)
+		proxy.Cut()
+		start := time.Now()
+		r, err := c.PlaceOrder(it.ID, "during-outage", "")
+		took := time.Since(start)
+		if err != nil || r.Status != 503 || r.ErrorCode() != "unavailable" {
+			t.Errorf("order during outage: got %d %s %v, want 503 unavailable", r.Status, r.Body, err)
+		}
+		if took > outageBound {
+			t.Errorf("order during outage took %v, want an answer within about a second", took)
+		}
+		if got := awaitReadyz(t, c, 503); got != 503 {
+			t.Errorf("/readyz during outage: got %d, want 503", got)
+		}
+		proxy.Restore()
+		if got := awaitReadyz(t, c, 200); got != 200 {
+			t.Errorf("/readyz after outage: got %d, want 200", got)
+		}
+		r, err = c.PlaceOrder(it.ID, "after-outage", "")
+		if err != nil || r.Status != 201 {
+			t.Errorf("order after outage: got %d %s %v, want 201", r.Status, r.Body, err)
+		}
+		if got := c.AdminItem(t, it.ID); got.Sold != 1 || got.Remaining != 2 {
+			t.Errorf("item after outage: got sold %d remaining %d, want 1 and 2", got.Sold, got.Remaining)
 		}
 	})
 }

@@ -11,11 +11,6 @@ import (
 	"github.com/seckill/seckill/internal/stock/shop"
 )
 
-// readinessTTL is how long a readiness check answers /readyz. A load
-// balancer polls every few seconds; a flood of calls costs one check a
-// second at most.
-const readinessTTL = time.Second
-
 // readinessCheck is what /readyz asks of the service.
 type readinessCheck interface {
 	Ready(ctx context.Context) error
@@ -24,7 +19,8 @@ type readinessCheck interface {
 
 // readinessCache bounds what the public /readyz costs: a check (a Redis
 // PING, a database ping, and a Redis pipeline and a query per lua-async
-// item) runs at most once per ttl, whatever the number of callers; callers
+// item) runs at most once per ttl (SECKILL_READYZ_TTL, a second by default:
+// a load balancer polls every few seconds), whatever the number of callers; callers
 // meanwhile share the running check (singleflight) or the last result.
 // A check runs on its own context, bounded by timeout, so a caller that
 // gives up does not fail it for the others.

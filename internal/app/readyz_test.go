@@ -1,11 +1,15 @@
 package app_test
 
 import (
+	"flag"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -57,5 +61,36 @@ func awaitReadyz(t *testing.T, c *apptest.Client, want int) int {
 			return r.Status
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// SECKILL_READYZ_TTL: a duration up to a minute; unset, 0 (the default
+// TTL, a second); a negative or longer one is refused.
+func TestReadyzTTLSetting(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		env     map[string]string
+		want    time.Duration
+		wantErr string
+	}{
+		{"default", nil, 0, ""},
+		{"set", map[string]string{"SECKILL_READYZ_TTL": "250ms"}, 250 * time.Millisecond, ""},
+		{"negative", map[string]string{"SECKILL_READYZ_TTL": "-1s"}, 0, "SECKILL_READYZ_TTL=-1s: must be from 0 (the default, 1s) to 1m0s"},
+		{"too long", map[string]string{"SECKILL_READYZ_TTL": "2m"}, 0, "SECKILL_READYZ_TTL=2m0s: must be from 0 (the default, 1s) to 1m0s"},
+	}
+	for _, tc := range cases {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg, err := app.ParseConfig(fs, nil, env(tc.env))
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: got error %v, want it to mention %q", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || cfg.ReadyzTTL != tc.want {
+			t.Errorf("%s: got %s, %v; want %s", tc.name, cfg.ReadyzTTL, err, tc.want)
+		}
 	}
 }

@@ -40,13 +40,14 @@ const stallRequestTimeout = 4 * time.Second
 func TestStalledBackends(t *testing.T) {
 	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
-	faults := []struct {
+	type fault struct {
 		name        string
 		start, heal func(redisProxy, dbProxy *testenv.Proxy)
 		// outageBound, when set, is how soon a 503 must come: the
 		// outage's own bound, well under the request timeout.
 		outageBound time.Duration
-	}{
+	}
+	faults := []fault{
 		{name: "redis stalled", start: func(r, _ *testenv.Proxy) { r.Stall() }, heal: func(r, _ *testenv.Proxy) { r.Heal() }},
 		{name: "database stalled", start: func(_, d *testenv.Proxy) { d.Stall() }, heal: func(_, d *testenv.Proxy) { d.Heal() },
 			outageBound: 3 * time.Second},
@@ -55,126 +56,131 @@ func TestStalledBackends(t *testing.T) {
 		{name: "database slow", start: func(_, d *testenv.Proxy) { d.Latency(300 * time.Millisecond) },
 			heal: func(_, d *testenv.Proxy) { d.Latency(0) }},
 	}
-	for _, f := range faults {
-		// Each fault has its own backends, proxies and service, so the
-		// four run side by side: a stalled or slowed backend costs little
-		// CPU, and the test is not parallel with the package's others.
-		t.Run(f.name, func(t *testing.T) {
-			t.Parallel()
-			b := testenv.Real(t)
-			ru, err := url.Parse(b.RedisURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dsn, err := gomysql.ParseDSN(b.MySQLDSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			redisProxy := testenv.NewProxy(t, ru.Host)
-			dbProxy := testenv.NewProxy(t, dsn.Addr)
-			proxied := *dsn
-			proxied.Addr = dbProxy.Addr()
-			c := serveApp(t, app.Config{RedisURL: "redis://" + redisProxy.Addr() + ru.Path, MySQLDSN: proxied.FormatDSN(),
-				KeyPrefix: b.KeyPrefix, AdminToken: apptest.Token, RequestTimeout: stallRequestTimeout})
-			db, err := sql.Open("mysql", b.MySQLDSN)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			rdb := b.Redis(t)
-			for _, strategy := range []string{"lua", "lock", "lua-async"} {
-				t.Run(strategy, func(t *testing.T) {
-					const stock = 20
-					it := c.CreateItem(t, stock, strategy)
-					// A few sales before the fault: the item is cached and its
-					// gate seeded, as in a sale under way.
-					var mu sync.Mutex
-					var answers []stallAnswer
-					record := func(a stallAnswer) {
-						mu.Lock()
-						defer mu.Unlock()
-						answers = append(answers, a)
-					}
-					for i := 0; i < 3; i++ {
-						record(order(c, it.ID, fmt.Sprintf("Before-%d", i)))
-					}
-
-					f.start(redisProxy, dbProxy)
-					faultAt := time.Now()
-					var during []stallAnswer
-					var wg sync.WaitGroup
-					for w := 0; w < 12; w++ {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							for n := 0; time.Since(faultAt) < 3*time.Second; n++ {
-								a := order(c, it.ID, fmt.Sprintf("During-%02d-%03d", w, n))
-								record(a)
-								mu.Lock()
-								during = append(during, a)
-								mu.Unlock()
-								time.Sleep(10 * time.Millisecond) // a shared 2-core box
-							}
-						}()
-					}
-					wg.Wait()
-					f.heal(redisProxy, dbProxy)
-
-					var worst, worst503 time.Duration
-					counts := map[string]int{}
-					for _, a := range during {
-						worst = max(worst, a.took)
-						counts[a.outcome()]++
-						switch {
-						case a.err != nil:
-							t.Errorf("%s: no answer after %v: %v", a.user, a.took.Round(time.Millisecond), a.err)
-						case a.took > stallRequestTimeout+deadlineSlack:
-							t.Errorf("%s: answered %d after %v, want within the %v request timeout (+%v)", a.user, a.status, a.took, stallRequestTimeout, deadlineSlack)
-						case !slices.Contains([]int{200, 201, 202, 409, 503}, a.status):
-							t.Errorf("%s: got %d %s, want 2xx, 409 or 503", a.user, a.status, a.code)
-						}
-						if a.status == 503 {
-							worst503 = max(worst503, a.took)
-							if f.outageBound > 0 && strategy != "lua-async" && a.took > f.outageBound {
-								t.Errorf("%s: 503 after %v, want within %v (the database write budget, not the request timeout)", a.user, a.took, f.outageBound)
-							}
-						}
-					}
-					t.Logf("during the fault: %d orders %v; slowest answer %v, slowest 503 %v", len(during), counts,
-						worst.Round(time.Millisecond), worst503.Round(time.Millisecond))
-
-					// Healed: every buyer who heard no definite answer retries
-					// with the same key, then new buyers come until the item is
-					// sold out.
-					for i, a := range answers {
-						for try := 0; a.status == 503 || a.err != nil; try++ {
-							if try == 50 {
-								t.Fatalf("%s after the heal: still %d %v", a.user, a.status, a.err)
-							}
-							time.Sleep(100 * time.Millisecond)
-							a = order(c, it.ID, a.user)
-						}
-						answers[i] = a
-					}
-					// A write whose outcome was unknown keeps its unit until the
-					// database says whether it committed (a second or two after
-					// the heal), and buyers meanwhile may hear sold_out: new
-					// buyers keep coming until the database has sold the stock.
-					for n, deadline := 0, time.Now().Add(30*time.Second); dbSold(t, db, it.ID) < stock; n++ {
-						if time.Now().After(deadline) {
-							t.Fatalf("after the heal: database not sold out after %d more buyers", n)
-						}
-						a := order(c, it.ID, fmt.Sprintf("After-%03d", n))
-						if a.status != 201 && a.status != 202 {
-							time.Sleep(100 * time.Millisecond)
-						}
-						answers = append(answers, a)
-					}
-					checkSale(t, db, rdb, b.KeyPrefix, it.ID, stock, strategy, answers)
-				})
-			}
-		})
+	type stallCase struct {
+		fault
+		strategy string
 	}
+	var cases []stallCase
+	for _, f := range faults {
+		for _, strategy := range []string{"lua", "lock", "lua-async"} {
+			cases = append(cases, stallCase{f, strategy})
+		}
+	}
+	// Each fault and strategy has its own backends, proxies and service, so
+	// the twelve run at once (testenv.RunTogether: the test is serial and
+	// holds the Solo turn, so nothing else of the package runs meanwhile): a
+	// stalled or slowed backend costs little CPU.
+	testenv.RunTogether(t, cases, func(c stallCase) string { return c.name + "/" + c.strategy }, func(t *testing.T, sc stallCase) {
+		f, strategy := sc.fault, sc.strategy
+		b := testenv.Real(t)
+		ru, err := url.Parse(b.RedisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dsn, err := gomysql.ParseDSN(b.MySQLDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		redisProxy := testenv.NewProxy(t, ru.Host)
+		dbProxy := testenv.NewProxy(t, dsn.Addr)
+		proxied := *dsn
+		proxied.Addr = dbProxy.Addr()
+		c := serveApp(t, app.Config{RedisURL: "redis://" + redisProxy.Addr() + ru.Path, MySQLDSN: proxied.FormatDSN(),
+			KeyPrefix: b.KeyPrefix, AdminToken: apptest.Token, RequestTimeout: stallRequestTimeout})
+		db, err := sql.Open("mysql", b.MySQLDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		rdb := b.Redis(t)
+		const stock = 20
+		it := c.CreateItem(t, stock, strategy)
+		// A few sales before the fault: the item is cached and its
+		// gate seeded, as in a sale under way.
+		var mu sync.Mutex
+		var answers []stallAnswer
+		record := func(a stallAnswer) {
+			mu.Lock()
+			defer mu.Unlock()
+			answers = append(answers, a)
+		}
+		for i := 0; i < 3; i++ {
+			record(order(c, it.ID, fmt.Sprintf("Before-%d", i)))
+		}
+
+		f.start(redisProxy, dbProxy)
+		faultAt := time.Now()
+		var during []stallAnswer
+		var wg sync.WaitGroup
+		for w := 0; w < 12; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; time.Since(faultAt) < 3*time.Second; n++ {
+					a := order(c, it.ID, fmt.Sprintf("During-%02d-%03d", w, n))
+					record(a)
+					mu.Lock()
+					during = append(during, a)
+					mu.Unlock()
+					time.Sleep(10 * time.Millisecond) // a shared 2-core box
+				}
+			}()
+		}
+		wg.Wait()
+		f.heal(redisProxy, dbProxy)
+
+		var worst, worst503 time.Duration
+		counts := map[string]int{}
+		for _, a := range during {
+			worst = max(worst, a.took)
+			counts[a.outcome()]++
+			switch {
+			case a.err != nil:
+				t.Errorf("%s: no answer after %v: %v", a.user, a.took.Round(time.Millisecond), a.err)
+			case a.took > stallRequestTimeout+deadlineSlack:
+				t.Errorf("%s: answered %d after %v, want within the %v request timeout (+%v)", a.user, a.status, a.took, stallRequestTimeout, deadlineSlack)
+			case !slices.Contains([]int{200, 201, 202, 409, 503}, a.status):
+				t.Errorf("%s: got %d %s, want 2xx, 409 or 503", a.user, a.status, a.code)
+			}
+			if a.status == 503 {
+				worst503 = max(worst503, a.took)
+				if f.outageBound > 0 && strategy != "lua-async" && a.took > f.outageBound {
+					t.Errorf("%s: 503 after %v, want within %v (the database write budget, not the request timeout)", a.user, a.took, f.outageBound)
+				}
+			}
+		}
+		t.Logf("during the fault: %d orders %v; slowest answer %v, slowest 503 %v", len(during), counts,
+			worst.Round(time.Millisecond), worst503.Round(time.Millisecond))
+
+		// Healed: every buyer who heard no definite answer retries
+		// with the same key, then new buyers come until the item is
+		// sold out.
+		for i, a := range answers {
+			for try := 0; a.status == 503 || a.err != nil; try++ {
+				if try == 50 {
+					t.Fatalf("%s after the heal: still %d %v", a.user, a.status, a.err)
+				}
+				time.Sleep(100 * time.Millisecond)
+				a = order(c, it.ID, a.user)
+			}
+			answers[i] = a
+		}
+		// A write whose outcome was unknown keeps its unit until the
+		// database says whether it committed (a second or two after
+		// the heal), and buyers meanwhile may hear sold_out: new
+		// buyers keep coming until the database has sold the stock.
+		for n, deadline := 0, time.Now().Add(30*time.Second); dbSold(t, db, it.ID) < stock; n++ {
+			if time.Now().After(deadline) {
+				t.Fatalf("after the heal: database not sold out after %d more buyers", n)
+			}
+			a := order(c, it.ID, fmt.Sprintf("After-%03d", n))
+			if a.status != 201 && a.status != 202 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			answers = append(answers, a)
+		}
+		checkSale(t, db, rdb, b.KeyPrefix, it.ID, stock, strategy, answers)
+	})
 }
 
 // dbSold reads the item's sold count from the database.

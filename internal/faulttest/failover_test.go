@@ -44,8 +44,11 @@ import (
 func TestClusterMasterKilled(t *testing.T) {
 	// It bounds a latency: no CPU-heavy test of any package runs beside it.
 	testenv.Solo(t)
-	t.Run("replica", func(t *testing.T) { clusterMasterKilled(t, 1) })
-	t.Run("no-replica", func(t *testing.T) { clusterMasterKilled(t, 0) })
+	// The two cases at once (testenv.RunTogether, within the Solo turn):
+	// each has its own cluster, database and service, and mostly waits on
+	// the failover and its paced load.
+	testenv.RunTogether(t, []int{1, 0}, func(replicas int) string { return map[int]string{1: "replica", 0: "no-replica"}[replicas] },
+		clusterMasterKilled)
 }
 
 // Items of every strategy, each on the killed master and off it.
@@ -69,7 +72,7 @@ func (s *sale) String() string {
 // gone (no persistence), and the gates on it are rebuilt from the
 // database.
 func clusterMasterKilled(t *testing.T, replicas int) {
-	const stock = 1000
+	const stock = 500
 	const requestTimeout = 3 * time.Second
 	const claimIdle = 30 * time.Second
 	// How soon an order admitted before the recovery must be written:

@@ -179,11 +179,20 @@ func (l *turnLock) soloTurn() (release func(), err error) {
 // tight to share the cores even with tests that mostly wait.
 func Alone(t testing.TB) {
 	t.Helper()
+	AloneUntil(t)
+}
+
+// AloneUntil is Alone, ended by the returned release (at t's end at the
+// latest): for a test whose bounded part ends before its checks and its
+// cleanup (stopping processes) do.
+func AloneUntil(t testing.TB) (release func()) {
+	t.Helper()
 	release, err := turns.aloneTurn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
+	return release
 }
 
 // aloneTurn holds the solo file exclusively: it passes the gate, drains
