@@ -8,7 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,7 +169,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 }
 
 // migrationVersions lists the versions in migrations/mysql (the SQLite
-// folder has the same ones).
+// folder has the same ones) and the Go migrations in migrations.
 func migrationVersions(t *testing.T) []int64 {
 	t.Helper()
 	files, err := filepath.Glob("../../migrations/mysql/*.sql")
@@ -181,6 +184,23 @@ func migrationVersions(t *testing.T) []int64 {
 		}
 		vs = append(vs, v)
 	}
+	// And the Go migrations (goose.NewGoMigration(version, ...)).
+	gofiles, err := filepath.Glob("../../migrations/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goMigration := regexp.MustCompile(`goose\.NewGoMigration\((\d+),`)
+	for _, f := range gofiles {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range goMigration.FindAllSubmatch(src, -1) {
+			v, _ := strconv.ParseInt(string(m[1]), 10, 64)
+			vs = append(vs, v)
+		}
+	}
+	slices.Sort(vs)
 	return vs
 }
 
