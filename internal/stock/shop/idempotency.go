@@ -3,6 +3,7 @@ package shop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -104,8 +105,12 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.Or
 		}
 	}
 	if reserved != nil && reserved.Val() {
-		if o := s.replay(ctx, req, true); o != nil {
+		o, err := s.replay(ctx, req, true)
+		if o != nil {
 			return o, true, nil
+		}
+		if err != nil {
+			return nil, false, err
 		}
 	}
 	return nil, false, stock.ErrSoldOut
@@ -123,8 +128,9 @@ func (s *Service) settle(ctx context.Context, it *stock.Item, req stock.OrderReq
 
 // twinOrder finds the order that another request with the same key placed,
 // when the refusal err may be its doing: two requests with one key race and
-// the other one wins.
-func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.OrderRequest, err error) *stock.Order {
+// the other one wins. It gives errTwinInFlight when that request may still
+// be writing (see replay): the refusal must not stand then.
+func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.OrderRequest, err error) (*stock.Order, error) {
 	switch {
 	case errors.Is(err, stock.ErrAlreadyPurchased):
 		// The user holds an order or a reservation: is it under this key?
@@ -145,7 +151,7 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 			reserved = pipe.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil
+			return nil, nil
 		}
 		prev := claim.Val()
 		if _, id, _ := strings.Cut(prev, "|"); id == "" && marked.Val() == 0 {
@@ -156,38 +162,51 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 		}
 		if user, id, _ := strings.Cut(prev, "|"); user == req.UserID && id != "" {
 			if o, err := s.store.Order(ctx, id); err == nil {
-				return o
+				return o, nil
 			}
 		}
 		if reserved != nil && reserved.Val() {
 			return s.replay(ctx, req, true)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-// replay finds the order that another request with the same key placed.
-// With wait, that request may still be in flight, so it waits up to
-// ReplayWait for its order to commit.
-func (s *Service) replay(ctx context.Context, req stock.OrderRequest, wait bool) *stock.Order {
+// errTwinInFlight answers a keyed request refused (already purchased, or
+// sold out while its user holds a reservation) because of a reservation
+// whose order is not in the database yet: it may be this key's first
+// request, still writing (a slow database, a write waiting for units moved
+// between bucket rows), whose answer will be an order. Refusing the replay
+// would give one key two answers, so it is a 503: a retry with the same key
+// finds the order once written, or buys if that write failed.
+var errTwinInFlight = fmt.Errorf("an earlier request of this user, maybe with this Idempotency-Key, is still placing its order; retry with the same key: %w", stock.ErrUnavailable)
+
+// replay finds the order that another request with the same key placed:
+// the order, or nil when the user's order is under another key (or, without
+// wait, when there is none). With wait, that request may still be in
+// flight: it waits up to ReplayWait for the user's order to commit, and
+// gives errTwinInFlight if none has by then (or the database could not
+// tell), whatever made the write slow.
+func (s *Service) replay(ctx context.Context, req stock.OrderRequest, wait bool) (*stock.Order, error) {
 	deadline := time.Now()
 	if wait {
 		deadline = deadline.Add(s.cfg.ReplayWait)
 	}
 	for {
 		o, key, err := s.store.OrderOf(ctx, req.ItemID, req.UserID)
-		if err == nil {
-			if key == req.IdempotencyKey {
-				return o
-			}
-			return nil
-		}
-		if !errors.Is(err, stock.ErrNotFound) || time.Now().After(deadline) {
-			return nil
+		switch {
+		case err == nil && key == req.IdempotencyKey:
+			return o, nil
+		case err == nil:
+			return nil, nil
+		case !wait:
+			return nil, nil
+		case !errors.Is(err, stock.ErrNotFound) || time.Now().After(deadline):
+			return nil, errTwinInFlight
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, errTwinInFlight
 		case <-time.After(25 * time.Millisecond):
 		}
 	}

@@ -50,8 +50,12 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 		// state lost) while the buyer's order lives on: the order row says
 		// which key placed it. It waits, within ReplayWait, for a queued
 		// order to be written.
-		if prev := s.replay(ctx, req, true); prev != nil {
+		prev, twinErr := s.replay(ctx, req, true)
+		if prev != nil {
 			return prev, true, nil
+		}
+		if twinErr != nil {
+			return nil, false, twinErr
 		}
 	case errors.Is(err, stock.ErrSoldOut):
 		s.markSoldOut(ctx, it.ID, gen)
