@@ -105,7 +105,7 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.Or
 		}
 	}
 	if reserved != nil && reserved.Val() {
-		o, err := s.replay(ctx, req, true)
+		o, err := s.replay(ctx, it, req, true)
 		if o != nil {
 			return o, true, nil
 		}
@@ -134,10 +134,10 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 	switch {
 	case errors.Is(err, stock.ErrAlreadyPurchased):
 		// The user holds an order or a reservation: is it under this key?
-		return s.replay(ctx, req, true)
+		return s.replay(ctx, it, req, true)
 	case errors.Is(err, stock.ErrIdempotencyConflict):
 		// The database may report the twin as a clash on the key itself.
-		return s.replay(ctx, req, false)
+		return s.replay(ctx, it, req, false)
 	case errors.Is(err, stock.ErrSoldOut):
 		// A twin that got in before the sell-out has settled the key (the
 		// strategies settle before anyone can see sold out) or, in the lua
@@ -166,7 +166,7 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 			}
 		}
 		if reserved != nil && reserved.Val() {
-			return s.replay(ctx, req, true)
+			return s.replay(ctx, it, req, true)
 		}
 	}
 	return nil, nil
@@ -174,24 +174,32 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 
 // errTwinInFlight answers a keyed request refused (already purchased, or
 // sold out while its user holds a reservation) because of a reservation
-// whose order is not in the database yet: it may be this key's first
-// request, still writing (a slow database, a write waiting for units moved
-// between bucket rows), whose answer will be an order. Refusing the replay
-// would give one key two answers, so it is a 503: a retry with the same key
-// finds the order once written, or buys if that write failed.
-var errTwinInFlight = fmt.Errorf("an earlier request of this user, maybe with this Idempotency-Key, is still placing its order; retry with the same key: %w", stock.ErrUnavailable)
+// whose order is not in the database: it may be this key's first request,
+// still writing (a slow database, a write waiting for units moved between
+// bucket rows), whose answer will be an order, or one whose write failed
+// and handed the unit back. Refusing the replay could give one key two
+// answers, so it is a 503: a retry with the same key finds the order once
+// written, or buys if that write failed.
+var errTwinInFlight = fmt.Errorf("an earlier request of this user, maybe with this Idempotency-Key, has not written its order; retry with the same key: %w", stock.ErrUnavailable)
 
 // replay finds the order that another request with the same key placed:
 // the order, or nil when the user's order is under another key (or, without
 // wait, when there is none). With wait, that request may still be in
-// flight: it waits up to ReplayWait for the user's order to commit, and
-// gives errTwinInFlight if none has by then (or the database could not
-// tell), whatever made the write slow.
-func (s *Service) replay(ctx context.Context, req stock.OrderRequest, wait bool) (*stock.Order, error) {
+// flight: it waits for the user's order as long as a request can still
+// write one (ReplayWait, the request timeout by default), within its own
+// deadline, and gives errTwinInFlight if none is there by then, or the
+// database cannot tell, or (lua) the user's reservation is gone without an
+// order: its write failed.
+func (s *Service) replay(ctx context.Context, it *stock.Item, req stock.OrderRequest, wait bool) (*stock.Order, error) {
 	deadline := time.Now()
 	if wait {
 		deadline = deadline.Add(s.cfg.ReplayWait)
+		if d, ok := ctx.Deadline(); ok && d.Add(-answerMargin).Before(deadline) {
+			deadline = d.Add(-answerMargin) // time to answer the 503
+		}
 	}
+	reserves := wait && s.strategy(it.Strategy).reservesFirst()
+	pause := 25 * time.Millisecond
 	for {
 		o, key, err := s.store.OrderOf(ctx, req.ItemID, req.UserID)
 		switch {
@@ -204,11 +212,26 @@ func (s *Service) replay(ctx context.Context, req stock.OrderRequest, wait bool)
 		case !errors.Is(err, stock.ErrNotFound) || time.Now().After(deadline):
 			return nil, errTwinInFlight
 		}
+		if reserves {
+			// A reservation stays once its order is written, and goes only
+			// when its write failed (handed back): nothing left to wait for.
+			held, err := s.rdb.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID).Result()
+			if err == nil && !held {
+				if o, key, err := s.store.OrderOf(ctx, req.ItemID, req.UserID); err == nil {
+					if key == req.IdempotencyKey {
+						return o, nil
+					}
+					return nil, nil
+				}
+				return nil, errTwinInFlight
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil, errTwinInFlight
-		case <-time.After(25 * time.Millisecond):
+		case <-time.After(min(pause, time.Until(deadline)+time.Millisecond)):
 		}
+		pause = min(2*pause, 200*time.Millisecond)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -16,17 +18,23 @@ import (
 type stallGuard struct {
 	entered chan struct{} // one receive per write that reached the guard
 	release chan struct{} // closed: the writes go on
+	fail    chan struct{} // a send fails one write
 }
 
 func newStallGuard() *stallGuard {
-	return &stallGuard{entered: make(chan struct{}, 16), release: make(chan struct{})}
+	return &stallGuard{entered: make(chan struct{}, 16), release: make(chan struct{}), fail: make(chan struct{})}
 }
+
+// errStalledWrite is the stalled writes' failure once failed.
+var errStalledWrite = fmt.Errorf("test: write failed: %w", stock.ErrUnavailable)
 
 func (g *stallGuard) hold(ctx context.Context, _ writeKey) (int64, error) {
 	g.entered <- struct{}{}
 	select {
 	case <-g.release:
 		return 0, nil // 0: no fence
+	case <-g.fail:
+		return 0, errStalledWrite
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
@@ -126,4 +134,59 @@ func replayOfSlowTwin(t *testing.T, b testenv.Backend, k int, soldOut bool) {
 	if _, _, err := s.PlaceOrder(ctx, other); !errors.Is(err, want) {
 		t.Errorf("Ann with another key after her order: got %v, want %v", err, want)
 	}
+}
+
+// The other way a twin ends: its write fails and hands the unit back while
+// the replay waits. The replay then has nothing left to wait for (the
+// reservation is gone without an order) and answers 503 at once, before its
+// wait or its context ends, and the retry with the same key buys.
+func TestReplayOfFailedTwinAnswersAtOnce(t *testing.T) {
+	t.Parallel()
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		rdb := b.Redis(t)
+		trap := &pipelineTrap{}
+		rdb.AddHook(trap)
+		s := newTestService(t, b, Config{ReplayWait: time.Hour, WriteTimeout: time.Minute}, rdb)
+		guard := newStallGuard()
+		s.lua.writer.guard = guard // before any write
+		bg := context.Background()
+		it, err := s.CreateItem(bg, stock.NewItem{Name: "failed twin", Stock: 5, Strategy: stock.StrategyLua})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := stock.OrderRequest{ItemID: it.ID, UserID: "Ann", IdempotencyKey: "ann-key-1"}
+		first := make(chan error, 1)
+		go func() {
+			_, _, err := s.PlaceOrder(bg, req)
+			first <- err
+		}()
+		<-guard.entered // the first request holds Ann's reservation and is writing
+
+		// Once the replay is waiting (it asks whether the reservation is
+		// still held), the first request's write fails and hands back.
+		trap.arm(func(c redis.Cmder) bool { return c.Name() == "hexists" }, func() {
+			guard.fail <- struct{}{}
+			if err := <-first; !errors.Is(err, errStalledWrite) {
+				t.Errorf("first request: got %v, want its failed write", err)
+			}
+		})
+		ctx, cancel := context.WithTimeout(bg, time.Minute)
+		defer cancel()
+		o, _, err := s.PlaceOrder(ctx, req)
+		if o != nil || !errors.Is(err, stock.ErrUnavailable) {
+			t.Errorf("replay of a twin whose write failed: got %v, %v; want a 503 (ErrUnavailable)", o, err)
+		}
+		if ctx.Err() != nil {
+			t.Error("the replay answered only when its context ended, not when the reservation went")
+		}
+		// The retry buys.
+		close(guard.release)
+		o, replayed, err := s.PlaceOrder(bg, req)
+		if err != nil || replayed {
+			t.Fatalf("retry with the same key after the failed write: got %v replayed=%v, %v; want a new order", o, replayed, err)
+		}
+		if again, replayed, err := s.PlaceOrder(bg, req); err != nil || !replayed || again.ID != o.ID {
+			t.Errorf("replay after the retry: got %v replayed=%v, %v; want order %s replayed", again, replayed, err, o.ID)
+		}
+	})
 }
