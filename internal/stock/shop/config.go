@@ -17,7 +17,6 @@ const (
 	DefaultIdempotencyTTL = queue.DefaultIdempotencyTTL
 	DefaultRequestTimeout = 10 * time.Second
 	DefaultWriteTimeout   = time.Second
-	DefaultReplayWait     = 5 * time.Second
 	DefaultSweepInterval  = time.Second
 	DefaultMissingItemTTL = time.Second
 )
@@ -50,9 +49,10 @@ type Config struct {
 	// large batch on a busy database still gets a budget per step. Default
 	// DefaultWriteTimeout (1s).
 	WriteTimeout time.Duration
-	// ReplayWait bounds how long a replay waits for its original, still in
-	// flight, to commit. Default DefaultReplayWait (5s, under the request
-	// bound).
+	// ReplayWait bounds how long a keyed replay waits for its original,
+	// still in flight, to commit (within the replay's own deadline); one
+	// that has not by then answers 503, to be retried with the same key.
+	// Default RequestTimeout: as long as the original can still commit.
 	ReplayWait time.Duration
 	// RedisWait bounds how long an order's call through the gate's
 	// pipeline (a reservation, an admission, an Idempotency-Key claim)
@@ -117,7 +117,7 @@ func (c *Config) withDefaults() {
 		c.WriteTimeout = DefaultWriteTimeout
 	}
 	if c.ReplayWait == 0 {
-		c.ReplayWait = DefaultReplayWait
+		c.ReplayWait = c.RequestTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

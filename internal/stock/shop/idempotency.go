@@ -3,6 +3,7 @@ package shop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -104,8 +105,12 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.Or
 		}
 	}
 	if reserved != nil && reserved.Val() {
-		if o := s.replay(ctx, req, true); o != nil {
+		o, err := s.replay(ctx, it, req, true)
+		if o != nil {
 			return o, true, nil
+		}
+		if err != nil {
+			return nil, false, err
 		}
 	}
 	return nil, false, stock.ErrSoldOut
@@ -123,15 +128,16 @@ func (s *Service) settle(ctx context.Context, it *stock.Item, req stock.OrderReq
 
 // twinOrder finds the order that another request with the same key placed,
 // when the refusal err may be its doing: two requests with one key race and
-// the other one wins.
-func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.OrderRequest, err error) *stock.Order {
+// the other one wins. It gives errTwinInFlight when that request may still
+// be writing (see replay): the refusal must not stand then.
+func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.OrderRequest, err error) (*stock.Order, error) {
 	switch {
 	case errors.Is(err, stock.ErrAlreadyPurchased):
 		// The user holds an order or a reservation: is it under this key?
-		return s.replay(ctx, req, true)
+		return s.replay(ctx, it, req, true)
 	case errors.Is(err, stock.ErrIdempotencyConflict):
 		// The database may report the twin as a clash on the key itself.
-		return s.replay(ctx, req, false)
+		return s.replay(ctx, it, req, false)
 	case errors.Is(err, stock.ErrSoldOut):
 		// A twin that got in before the sell-out has settled the key (the
 		// strategies settle before anyone can see sold out) or, in the lua
@@ -145,7 +151,7 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 			reserved = pipe.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil
+			return nil, nil
 		}
 		prev := claim.Val()
 		if _, id, _ := strings.Cut(prev, "|"); id == "" && marked.Val() == 0 {
@@ -156,40 +162,76 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 		}
 		if user, id, _ := strings.Cut(prev, "|"); user == req.UserID && id != "" {
 			if o, err := s.store.Order(ctx, id); err == nil {
-				return o
+				return o, nil
 			}
 		}
 		if reserved != nil && reserved.Val() {
-			return s.replay(ctx, req, true)
+			return s.replay(ctx, it, req, true)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-// replay finds the order that another request with the same key placed.
-// With wait, that request may still be in flight, so it waits up to
-// ReplayWait for its order to commit.
-func (s *Service) replay(ctx context.Context, req stock.OrderRequest, wait bool) *stock.Order {
+// errTwinInFlight answers a keyed request refused (already purchased, or
+// sold out while its user holds a reservation) because of a reservation
+// whose order is not in the database: it may be this key's first request,
+// still writing (a slow database, a write waiting for units moved between
+// bucket rows), whose answer will be an order, or one whose write failed
+// and handed the unit back. Refusing the replay could give one key two
+// answers, so it is a 503: a retry with the same key finds the order once
+// written, or buys if that write failed.
+var errTwinInFlight = fmt.Errorf("an earlier request of this user, maybe with this Idempotency-Key, has not written its order; retry with the same key: %w", stock.ErrUnavailable)
+
+// replay finds the order that another request with the same key placed:
+// the order, or nil when the user's order is under another key (or, without
+// wait, when there is none). With wait, that request may still be in
+// flight: it waits for the user's order as long as a request can still
+// write one (ReplayWait, the request timeout by default), within its own
+// deadline, and gives errTwinInFlight if none is there by then, or the
+// database cannot tell, or (lua) the user's reservation is gone without an
+// order: its write failed.
+func (s *Service) replay(ctx context.Context, it *stock.Item, req stock.OrderRequest, wait bool) (*stock.Order, error) {
 	deadline := time.Now()
 	if wait {
 		deadline = deadline.Add(s.cfg.ReplayWait)
+		if d, ok := ctx.Deadline(); ok && d.Add(-answerMargin).Before(deadline) {
+			deadline = d.Add(-answerMargin) // time to answer the 503
+		}
 	}
+	reserves := wait && s.strategy(it.Strategy).reservesFirst()
+	pause := 25 * time.Millisecond
 	for {
 		o, key, err := s.store.OrderOf(ctx, req.ItemID, req.UserID)
-		if err == nil {
-			if key == req.IdempotencyKey {
-				return o
-			}
-			return nil
+		switch {
+		case err == nil && key == req.IdempotencyKey:
+			return o, nil
+		case err == nil:
+			return nil, nil
+		case !wait:
+			return nil, nil
+		case !errors.Is(err, stock.ErrNotFound) || time.Now().After(deadline):
+			return nil, errTwinInFlight
 		}
-		if !errors.Is(err, stock.ErrNotFound) || time.Now().After(deadline) {
-			return nil
+		if reserves {
+			// A reservation stays once its order is written, and goes only
+			// when its write failed (handed back): nothing left to wait for.
+			held, err := s.rdb.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID).Result()
+			if err == nil && !held {
+				if o, key, err := s.store.OrderOf(ctx, req.ItemID, req.UserID); err == nil {
+					if key == req.IdempotencyKey {
+						return o, nil
+					}
+					return nil, nil
+				}
+				return nil, errTwinInFlight
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-time.After(25 * time.Millisecond):
+			return nil, errTwinInFlight
+		case <-time.After(min(pause, time.Until(deadline)+time.Millisecond)):
 		}
+		pause = min(2*pause, 200*time.Millisecond)
 	}
 }
 

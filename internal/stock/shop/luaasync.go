@@ -48,10 +48,14 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 	case errors.As(err, &dup) && req.IdempotencyKey != "":
 		// Redis may have lost the key's claim (evicted, or part of its
 		// state lost) while the buyer's order lives on: the order row says
-		// which key placed it. It waits, within ReplayWait, for a queued
-		// order to be written.
-		if prev := s.replay(ctx, req, true); prev != nil {
+		// which key placed it. It waits, within ReplayWait and its own
+		// deadline, for a queued order to be written (503 if it is not).
+		prev, twinErr := s.replay(ctx, it, req, true)
+		if prev != nil {
 			return prev, true, nil
+		}
+		if twinErr != nil {
+			return nil, false, twinErr
 		}
 	case errors.Is(err, stock.ErrSoldOut):
 		s.markSoldOut(ctx, it.ID, gen)

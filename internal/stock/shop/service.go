@@ -307,13 +307,17 @@ func (s *Service) placeSync(ctx context.Context, it *stock.Item, req stock.Order
 		return o, false, nil
 	}
 	if req.IdempotencyKey != "" {
-		if prev := s.twinOrder(ctx, it, req, err); prev != nil {
+		prev, twinErr := s.twinOrder(ctx, it, req, err)
+		if prev != nil {
 			// The claim may be one this request made pending after Redis
 			// lost the settled one: settle it again, or an instance that
 			// knows the sell-out, which reads the claim alone, would answer
 			// the next replay sold_out.
 			s.settle(ctx, it, req, prev.ID)
 			return prev, true, nil
+		}
+		if twinErr != nil {
+			return nil, false, twinErr
 		}
 	}
 	return nil, false, err
