@@ -46,10 +46,18 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 	case err == nil:
 		return o, false, nil
 	case errors.As(err, &dup) && req.IdempotencyKey != "":
-		// Redis may have lost the key's claim (evicted, or part of its
-		// state lost) while the buyer's order lives on: the order row says
-		// which key placed it. It waits, within ReplayWait and its own
-		// deadline, for a queued order to be written (503 if it is not).
+		// The script found no claim of this key (a claim naming an order
+		// is a replay). While the slot's claims are whole (their mark is
+		// there: see claims.go), the buyer's order was placed under
+		// another key, queued or written: the refusal stands, at once and
+		// without the database (it may be down while the queue admits).
+		if whole, merr := s.rdb.Exists(ctx, s.claimsMark(it, req.IdempotencyKey)).Result(); merr == nil && whole == 1 {
+			return nil, false, err
+		}
+		// Redis lost the key's claim (evicted, or part of its state lost)
+		// while the buyer's order lives on: the order row says which key
+		// placed it. It waits, within ReplayWait and its own deadline, for
+		// a queued order to be written (503 if it is not).
 		prev, twinErr := s.replay(ctx, it, req, true)
 		if prev != nil {
 			return prev, true, nil

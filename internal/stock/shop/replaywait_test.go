@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -187,6 +188,46 @@ func TestReplayOfFailedTwinAnswersAtOnce(t *testing.T) {
 		}
 		if again, replayed, err := s.PlaceOrder(bg, req); err != nil || !replayed || again.ID != o.ID {
 			t.Errorf("replay after the retry: got %v replayed=%v, %v; want order %s replayed", again, replayed, err, o.ID)
+		}
+	})
+}
+
+// lua-async: a buyer whose order is queued, not yet written (no writers
+// here: as while the database is down), sends another key. The key never
+// placed an order and the claims are whole, so the answer is
+// already_purchased at once, not a 503 after waiting for the database
+// (faulttest's TestDatabaseOutageDuringLoad counts such answers). With the
+// claims' mark gone (Redis lost claims), the key may be the order's own:
+// the replay waits for the database and answers 503 if it cannot tell;
+// the same key still replays its order.
+func TestAsyncOtherKeyOfAQueuedOrderIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		ctx := context.Background()
+		s := newTestService(t, b, Config{ReplayWait: 50 * time.Millisecond, Queue: queue.Config{Writers: queue.NoWriters}}, nil)
+		it, err := s.CreateItem(ctx, stock.NewItem{Name: "queued", Stock: 5, Strategy: stock.StrategyLuaAsync})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "ann", IdempotencyKey: "k1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "ann", IdempotencyKey: "k2"}); !errors.Is(err, stock.ErrAlreadyPurchased) {
+			t.Errorf("another key of a queued order: %v, want already purchased", err)
+		}
+		if o, replay, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "ann", IdempotencyKey: "k1"}); err != nil || !replay || o.ID != first.ID {
+			t.Errorf("the same key again: %+v (replay %v), %v; want order %s", o, replay, err, first.ID)
+		}
+		full, err := s.Item(ctx, it.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.rdb.Del(ctx, s.claimsMark(full, "k3")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "ann", IdempotencyKey: "k3"}); !errors.Is(err, stock.ErrUnavailable) {
+			t.Errorf("another key with the claims' mark gone and the order unwritten: %v, want unavailable (503)", err)
 		}
 	})
 }
