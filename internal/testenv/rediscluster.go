@@ -3,10 +3,12 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,16 +214,35 @@ func (s *RedisServer) clusterState() string {
 	return "unknown"
 }
 
-// freePort is a loopback port free at the time of asking.
+// freePort is a loopback port free at the time of asking, below the
+// kernel's ephemeral range (32768-60999 on Linux by default): a port the
+// kernel handed out for Listen(":0") and took back may be handed out again
+// at once as the source port of some connection, and the redis-server
+// meant for it then fails to bind (seen in CI, where many tests connect at
+// once). A port below that range is never handed out so; one port is
+// given once in a process.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		port := portsLow + rand.IntN(portsHigh-portsLow)
+		if _, taken := portsGiven.LoadOrStore(port, true); taken {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port below the ephemeral range")
+	return 0
 }
+
+// The ports freePort picks from, and those it gave.
+const portsLow, portsHigh = 21000, 32700
+
+var portsGiven sync.Map // int -> true
 
 // Addr is the server's host:port.
 func (s *RedisServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
