@@ -175,11 +175,26 @@ func (c *client) getItem(ctx context.Context, id int64) (Item, error) {
 	return it, nil
 }
 
+// getOrderTries bounds the reads of one order that answer 503.
+const getOrderTries = 5
+
 // errNotFound marks a 404 from GET /api/v1/orders/{id}.
 var errNotFound = errors.New("order not found")
 
+// getOrder reads an order. A 503 says "retry shortly" (the service's
+// backends did not answer in time: a starved machine after a load), so it
+// is asked again, up to getOrderTries times with a growing pause, as a
+// client would; any other answer is final.
 func (c *client) getOrder(ctx context.Context, id string) (Order, error) {
 	st, b, err := c.do(ctx, http.MethodGet, "/api/v1/orders/"+id, nil, nil)
+	for try, pause := 1, 100*time.Millisecond; err == nil && st == http.StatusServiceUnavailable && try < getOrderTries; try, pause = try+1, 2*pause {
+		select {
+		case <-ctx.Done():
+			return Order{}, ctx.Err()
+		case <-time.After(pause):
+		}
+		st, b, err = c.do(ctx, http.MethodGet, "/api/v1/orders/"+id, nil, nil)
+	}
 	if err != nil {
 		return Order{}, err
 	}
