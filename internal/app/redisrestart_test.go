@@ -3,7 +3,6 @@ package app_test
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -77,32 +76,28 @@ func userRange(prefix string, from, to int) []string {
 // again: each comes back empty with its slots (nodes.conf).
 func TestRedisRestartMidSale(t *testing.T) {
 	t.Parallel()
-	// Each backend has its own database and key prefix, each strategy its
-	// own Redis (and, embedded, its own SQLite file), so the strategies of
-	// a backend run at once (testenv.RunTogether, in the backend's one
-	// parallel slot): they mostly wait on Redis's restart and the writes.
-	named := func(s string) string { return s }
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		t.Parallel()
-		testenv.RunTogether(t, apptest.Strategies, named, func(t *testing.T, strategy string) {
-			server := testenv.StartRedisServer(t, "--appendonly", "no")
-			b := b
-			b.RedisURL, b.Mini = server.URL(), nil
-			if b.SQLitePath != "" {
-				b.SQLitePath = filepath.Join(t.TempDir(), "seckill.db")
-			}
-			restartMidSale(t, b, strategy, server.Kill, server.Start)
-		})
+		t.Parallel() // each backend has its own database and key prefix, each strategy its own Redis
+		for _, strategy := range apptest.Strategies {
+			t.Run(strategy, func(t *testing.T) {
+				server := testenv.StartRedisServer(t, "--appendonly", "no")
+				b := b
+				b.RedisURL, b.Mini = server.URL(), nil
+				restartMidSale(t, b, strategy, server.Kill, server.Start)
+			})
+		}
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
 		b := testenv.Cluster(t) // the database and key prefix
-		testenv.RunTogether(t, apptest.Strategies, named, func(t *testing.T, strategy string) {
-			cluster := testenv.StartCluster(t, 3, 0)
-			b := b
-			b.RedisURL = cluster.URL()
-			restartMidSale(t, b, strategy, cluster.KillAll, cluster.StartAll)
-		})
+		for _, strategy := range apptest.Strategies {
+			t.Run(strategy, func(t *testing.T) {
+				cluster := testenv.StartCluster(t, 3, 0)
+				b := b
+				b.RedisURL = cluster.URL()
+				restartMidSale(t, b, strategy, cluster.KillAll, cluster.StartAll)
+			})
+		}
 	})
 }
 
