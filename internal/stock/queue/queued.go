@@ -87,17 +87,44 @@ func (q *Queue) marked(ctx context.Context, itemID int64, id string) (*stock.Ord
 	return parseMarker(id, strconv.FormatInt(itemID, 10)+"|"+m)
 }
 
-// parseMarker reads "item|user|unix ms".
+// parseMarker reads "item|user|unix ms|key" (key "" for none); a marker
+// written before the key was part of it ends at the time.
 func parseMarker(id, v string) (*stock.Order, error) {
-	parts := strings.SplitN(v, "|", 3)
-	if len(parts) != 3 {
-		return nil, fmt.Errorf("redis: queued order %s: malformed marker %q", id, v)
+	o, _, _, err := parseMarkerKey(id, v)
+	return o, err
+}
+
+// parseMarkerKey is parseMarker with the Idempotency-Key the order was
+// placed with, and whether the marker tells it.
+func parseMarkerKey(id, v string) (o *stock.Order, key string, known bool, err error) {
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) < 3 {
+		return nil, "", false, fmt.Errorf("redis: queued order %s: malformed marker %q", id, v)
 	}
 	itemID, err1 := strconv.ParseInt(parts[0], 10, 64)
 	ms, err2 := strconv.ParseInt(parts[2], 10, 64)
 	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("redis: queued order %s: malformed marker %q", id, v)
+		return nil, "", false, fmt.Errorf("redis: queued order %s: malformed marker %q", id, v)
+	}
+	if len(parts) == 4 {
+		key, known = parts[3], true
 	}
 	at := time.UnixMilli(ms).UTC()
-	return &stock.Order{ID: id, ItemID: itemID, UserID: parts[1], Status: stock.StatusPending, CreatedAt: at, UpdatedAt: at}, nil
+	return &stock.Order{ID: id, ItemID: itemID, UserID: parts[1], Status: stock.StatusPending, CreatedAt: at, UpdatedAt: at}, key, known, nil
+}
+
+// QueuedKey tells the Idempotency-Key ("" for none) that queued order id
+// of item itemID was placed with, from its marker: known is false when
+// the order is not queued (written, failed, or never) or its marker is
+// older than the key's place in it.
+func (q *Queue) QueuedKey(ctx context.Context, itemID int64, id string) (key string, known bool, err error) {
+	m, err := q.rdb.Get(ctx, q.keys.Queued(itemID, id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, gate.Error("read queued order", err)
+	}
+	_, key, known, err = parseMarkerKey(id, strconv.FormatInt(itemID, 10)+"|"+m)
+	return key, known, err
 }

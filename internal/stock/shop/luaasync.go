@@ -47,22 +47,35 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 		return o, false, nil
 	case errors.As(err, &dup) && req.IdempotencyKey != "":
 		// The script found no claim of this key (a claim naming an order
-		// is a replay). While the slot's claims are whole (their mark is
-		// there: see claims.go), the buyer's order was placed under
-		// another key, queued or written: the refusal stands, at once and
-		// without the database (it may be down while the queue admits).
-		if whole, merr := s.rdb.Exists(ctx, s.claimsMark(it, req.IdempotencyKey)).Result(); merr == nil && whole == 1 {
+		// is a replay). While the buyer's order is queued, its marker
+		// names the key it was placed with: this key's order (its claim
+		// lost: evicted, or part of Redis's state lost) replays, another
+		// key is refused, at once and without the database, which may be
+		// down while the queue admits.
+		if key, known, kerr := s.queue.QueuedKey(ctx, it.ID, dup.OrderID); kerr == nil && known {
+			if key == req.IdempotencyKey {
+				return s.replayAsync(ctx, it.ID, dup.OrderID)
+			}
 			return nil, false, err
 		}
-		// Redis lost the key's claim (evicted, or part of its state lost)
-		// while the buyer's order lives on: the order row says which key
-		// placed it. It waits, within ReplayWait and its own deadline, for
-		// a queued order to be written (503 if it is not).
+		// Not queued (written, or its marker from before markers named
+		// keys): the order row says which key placed it. It waits, within
+		// ReplayWait and its own deadline, for a queued order to be
+		// written (503 if it is not).
 		prev, twinErr := s.replay(ctx, it, req, true)
 		if prev != nil {
 			return prev, true, nil
 		}
 		if twinErr != nil {
+			// The database could not tell (down, or slow). While the
+			// slot's claims are whole (their mark, claims.go), this key
+			// has none because it never placed an order: the refusal
+			// stands, so admission answers on without the database. Only
+			// a claim evicted alone while the database is down is then
+			// refused (as every such case was before replays waited).
+			if whole, merr := s.rdb.Exists(ctx, s.claimsMark(it, req.IdempotencyKey)).Result(); merr == nil && whole == 1 {
+				return nil, false, err
+			}
 			return nil, false, twinErr
 		}
 	case errors.Is(err, stock.ErrSoldOut):

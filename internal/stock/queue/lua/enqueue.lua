@@ -70,7 +70,7 @@ end
 redis.call('HINCRBY', meta, 'taken', 1)
 redis.call('HSET', buyers, user, order)
 redis.call('XADD', stream, '*', 'o', order, 'u', user, 'k', key, 't', now, 'e', m[6] or '0')
-redis.call('SET', marker, user .. '|' .. now, 'EX', marker_ttl)
+redis.call('SET', marker, user .. '|' .. now .. '|' .. key, 'EX', marker_ttl)
 if index then
   redis.call('SET', index, item, 'EX', marker_ttl)
 end
