@@ -128,25 +128,7 @@ func (g gormQuerier) QueryContext(ctx context.Context, q string, args ...any) (*
 // waiting room when some order has no pass (roomless). Built once.
 func takeBucketUnits(fenced, roomless bool) string { return takeBucketSQL[b2i(fenced)][b2i(roomless)] }
 
-var takeBucketSQL = func() (q [2][2]string) {
-	for f := range 2 {
-		for r := range 2 {
-			s := "UPDATE item_stock SET sold = sold + ?"
-			if f == 1 {
-				s += ", lock_fence = ?"
-			}
-			s += " WHERE item_id = ? AND bucket = ? AND sold + ? <= stock"
-			if f == 1 {
-				s += " AND lock_fence <= ?"
-			}
-			if r == 1 {
-				s += noRoom
-			}
-			q[f][r] = s
-		}
-	}
-	return q
-}()
+var takeBucketSQL = takeSQL("UPDATE item_stock SET sold = sold + ?", " WHERE item_id = ? AND bucket = ? AND sold + ? <= stock")
 
 // takeBucketArgs are takeBucketUnits' arguments, in its order.
 func takeBucketArgs(k int, fence, itemID int64, b int, roomless bool) []any {

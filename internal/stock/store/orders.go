@@ -132,14 +132,19 @@ func (s *Store) InsertOrder(ctx context.Context, w OrderWrite, fence int64) erro
 // waiting room when some order has no pass (roomless). Built once.
 func takeUnits(fenced, roomless bool) string { return takeUnitsSQL[b2i(fenced)][b2i(roomless)] }
 
-var takeUnitsSQL = func() (q [2][2]string) {
+var takeUnitsSQL = takeSQL("UPDATE items SET sold = sold + ?, updated_at = ?", " WHERE id = ? AND sold + ? <= stock AND buckets <= 1")
+
+// takeSQL builds an UPDATE that takes units in its four forms, indexed
+// [fenced][roomless]: set and where, with the fence set and checked when
+// fenced, and the waiting-room check when roomless.
+func takeSQL(set, where string) (q [2][2]string) {
 	for f := range 2 {
 		for r := range 2 {
-			s := "UPDATE items SET sold = sold + ?, updated_at = ?"
+			s := set
 			if f == 1 {
 				s += ", lock_fence = ?"
 			}
-			s += " WHERE id = ? AND sold + ? <= stock AND buckets <= 1"
+			s += where
 			if f == 1 {
 				s += " AND lock_fence <= ?"
 			}
@@ -150,7 +155,7 @@ var takeUnitsSQL = func() (q [2][2]string) {
 		}
 	}
 	return q
-}()
+}
 
 func b2i(b bool) int {
 	if b {
