@@ -184,15 +184,12 @@ func (o *outputBuffer) tail(n int) string {
 	return s
 }
 
-// freeAddr is a loopback address with a port that was free a moment ago.
+// freeAddr is a loopback address with a port that was free a moment ago,
+// below the kernel's ephemeral range (testenv.FreePort: a port from
+// Listen(":0") went to some connection before the service bound it).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 }
 
 // backends is what the processes of one test share.

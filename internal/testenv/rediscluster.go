@@ -51,7 +51,7 @@ func StartCluster(t testing.TB, masters, replicasPerMaster int, extra ...string)
 		// The cluster bus gets a port of its own: the default, port+10000,
 		// may lie past 65535 for a port the kernel hands out.
 		args := append([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(freePort(t)),
+			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(FreePort(t)),
 			"--appendonly", "no", "--repl-diskless-sync-delay", "0"}, extra...)
 		s := StartRedisServer(t, args...)
 		c.Nodes = append(c.Nodes, s)
@@ -214,14 +214,14 @@ func (s *RedisServer) clusterState() string {
 	return "unknown"
 }
 
-// freePort is a loopback port free at the time of asking, below the
+// FreePort is a loopback port free at the time of asking, below the
 // kernel's ephemeral range (32768-60999 on Linux by default): a port the
 // kernel handed out for Listen(":0") and took back may be handed out again
 // at once as the source port of some connection, and the redis-server
 // meant for it then fails to bind (seen in CI, where many tests connect at
 // once). A port below that range is never handed out so; one port is
 // given once in a process.
-func freePort(t testing.TB) int {
+func FreePort(t testing.TB) int {
 	t.Helper()
 	for range 200 {
 		port := portsLow + rand.IntN(portsHigh-portsLow)
@@ -239,7 +239,7 @@ func freePort(t testing.TB) int {
 	return 0
 }
 
-// The ports freePort picks from, and those it gave.
+// The ports FreePort picks from, and those it gave.
 const portsLow, portsHigh = 21000, 32700
 
 var portsGiven sync.Map // int -> true

@@ -47,7 +47,7 @@ func StartRedisServer(t testing.TB, args ...string) *RedisServer {
 		}
 		t.Skipf("redis-server not installed: %v", err)
 	}
-	port := freePort(t)
+	port := FreePort(t)
 	s := &RedisServer{t: t, bin: bin, port: port,
 		args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 			"--dir", t.TempDir(), "--daemonize", "no"}, args...)}
