@@ -6,10 +6,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"testing"
 	"time"
 
@@ -133,41 +130,15 @@ func deleteMatching(tb testing.TB, rdb *redis.Client, pattern string) {
 }
 
 // privateRedis starts a throw-away redis-server on a free loopback port, for
-// tests that flush scripts or kill the server; it is shut down at cleanup.
+// tests that flush scripts or kill the server; it is stopped at cleanup.
 func privateRedis(tb testing.TB, extraArgs ...string) *redis.Client {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		unavailable(tb, "redis-server not in PATH")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	opt, err := redis.ParseURL(testenv.PrivateRedis(tb, extraArgs...))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	dir := tb.TempDir()
-	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "yes", "--dir", dir}, extraArgs...)
-	out, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil {
-		tb.Fatalf("start redis-server: %v: %s", err, out)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	tb.Cleanup(func() {
-		_ = rdb.Close()
-		// Without retries, unlike rdb: the server closing the connection is the success case.
-		once := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr, MaxRetries: -1})
-		_ = once.ShutdownNoSave(context.Background()).Err()
-		_ = once.Close()
-	})
-	deadline := time.Now().Add(5 * time.Second)
-	for rdb.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			tb.Fatalf("private redis-server on port %d did not start", port)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	rdb := redis.NewClient(opt)
+	tb.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -33,7 +34,26 @@ type RedisServer struct {
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
-	out *bytes.Buffer
+	out *lockedBuffer
+}
+
+// lockedBuffer is the server's output: the exec package copies into it
+// while Start may read it to report a failure.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // StartRedisServer is PrivateRedis returning the server, for tests that
@@ -48,6 +68,12 @@ func StartRedisServer(t testing.TB, args ...string) *RedisServer {
 		t.Skipf("redis-server not installed: %v", err)
 	}
 	port := FreePort(t)
+	if slices.Contains(args, "--cluster-enabled") && !slices.Contains(args, "--cluster-port") {
+		// The bus port is otherwise port+10000, inside the kernel's
+		// ephemeral range, where some connection may hold it (CI saw
+		// "Failed listening on port 38272 (cluster)").
+		args = append(args, "--cluster-port", strconv.Itoa(FreePort(t)))
+	}
 	s := &RedisServer{t: t, bin: bin, port: port,
 		args: append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 			"--dir", t.TempDir(), "--daemonize", "no"}, args...)}
@@ -68,7 +94,7 @@ func (s *RedisServer) Start() {
 		s.mu.Unlock()
 		s.t.Fatal("redis-server already running")
 	}
-	out := &bytes.Buffer{}
+	out := &lockedBuffer{}
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
