@@ -47,8 +47,13 @@ const itemColumns = "id, name, price_cents, stock, " + soldOf + " AS sold, strat
 // write needed; the transaction rolled back, and units may be moved to it.
 var errRowShort = errors.New("bucket row short of units")
 
+// errItemShort means the item as a whole had fewer free units than the
+// write needed, as seen under the locks of all its rows.
+var errItemShort = errors.New("item short of units")
+
 // maxMoveRounds bounds how often one write moves units to its row and
-// runs again (other writers of the same bucket may take what was moved).
+// runs again (other writers may take what was moved); after that it moves
+// and takes in one transaction holding all the item's rows.
 const maxMoveRounds = 8
 
 // splitEvenly is n units over k rows, the remainder to the first rows.
@@ -162,11 +167,11 @@ func bucketOf(batch []OrderWrite) (int, error) {
 // insertBucketed writes a batch of orders (one or more) of bucket row b
 // of a bucketed item and takes their units from row b, in one transaction,
 // moving free units to row b first when it has too few (see moveUnits),
-// at most maxMoveRounds times. single: one order (InsertOrder), whose
+// at most maxMoveRounds times; then it moves and takes in one transaction
+// holding all the item's rows. single: one order (InsertOrder), whose
 // refusals are told by their cause; a batch's are ErrBatchRefused. When
 // the item as a whole has fewer free units than the orders, the answer is
-// stock.ErrSoldOut (single) or ErrBatchRefused; when units kept moving
-// away, stock.ErrUnavailable (single) or ErrBatchRefused. fence, when
+// stock.ErrSoldOut (single) or ErrBatchRefused. fence, when
 // positive (a lock item's bucket lock), must be no older than row b's
 // lock_fence, which the write sets to it; an older one is refused with
 // ErrFenceStale, nothing written and no unit moved.
@@ -180,10 +185,30 @@ func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, n
 	itemID := batch[0].Order.ItemID
 	need := int64(len(batch))
 	roomless := anyRoomless(batch)
+	refused := func() error {
+		if !single {
+			return ErrBatchRefused
+		}
+		return stock.ErrSoldOut
+	}
 	for round := 0; ; round++ {
+		// The last rounds move and take in one transaction that locks all
+		// the item's rows: nobody can take the moved units in between, so
+		// a buyer is never sent away while the item has a unit for it.
+		locked := round >= maxMoveRounds
 		err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
 			if err := s.insertBatchOrders(ctx, tx, batch, now, progress, single); err != nil {
 				return err
+			}
+			if locked {
+				free, err := s.moveInTx(ctx, tx, itemID, b, need)
+				progress()
+				if err != nil {
+					return err
+				}
+				if free < need {
+					return errItemShort
+				}
 			}
 			res, err := tx.ExecContext(ctx, takeBucketUnits(fence > 0, roomless), takeBucketArgs(len(batch), fence, itemID, b, roomless)...)
 			progress()
@@ -195,30 +220,27 @@ func (s *Store) insertBucketed(ctx context.Context, batch []OrderWrite, b int, n
 			} else if taken {
 				return nil
 			}
-			return whyRowShort(ctx, tx, itemID, b, fence, roomless, single)
+			err = whyRowShort(ctx, tx, itemID, b, fence, roomless, single)
+			if locked && errors.Is(err, errRowShort) {
+				return fmt.Errorf("database: bucket row %d of item %d short of units just moved to it under its lock", b, itemID)
+			}
+			return err
 		})
 		switch {
-		case isLockConflict(err) && !errors.Is(err, errCommit) && round < maxMoveRounds && ctx.Err() == nil:
+		case isLockConflict(err) && !errors.Is(err, errCommit) && round < maxMoveRounds+deadlockAttempts && ctx.Err() == nil:
 			continue // rolled back whole: nothing written (a failed COMMIT may have written: never rerun)
-		case !errors.Is(err, errRowShort):
+		case errors.Is(err, errItemShort):
+			return refused()
+		case !errors.Is(err, errRowShort) || locked:
 			return err
-		case round == maxMoveRounds:
-			if !single {
-				return ErrBatchRefused
-			}
-			return fmt.Errorf("item %d: units kept moving away from bucket %d; try again: %w", itemID, b, stock.ErrUnavailable)
 		}
 		free, err := s.moveUnits(ctx, itemID, b, need)
 		progress()
 		switch {
 		case err != nil:
 			return err
-		case free >= need:
-			continue
-		case !single:
-			return ErrBatchRefused
-		default:
-			return stock.ErrSoldOut
+		case free < need:
+			return refused()
 		}
 	}
 }

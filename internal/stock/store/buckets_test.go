@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/testenv"
@@ -143,4 +144,73 @@ func TestBucketBatchMovesOrRefuses(t *testing.T) {
 			t.Errorf("remaining: %d, %v; want 2", left, err)
 		}
 	})
+}
+
+// Other buyers of the same bucket take every unit moved to it, round after
+// round (a thief waits on the move's row locks and takes the moved units
+// the moment it commits). The order must still be written from the units
+// the item has, not refused and not sent away with a 503: after
+// maxMoveRounds the write moves and takes under the locks of all rows.
+func TestOrderWhoseMovedUnitsKeepBeingTakenStillSells(t *testing.T) {
+	t.Parallel()
+	b := testenv.Real(t)
+	st := newTestStore(t, b, nil)
+	ctx := context.Background()
+	it := &stock.Item{Name: "hot", Stock: 2000, Strategy: stock.StrategyLua, Buckets: 2}
+	if err := st.CreateItem(ctx, it, nil); err != nil {
+		t.Fatal(err)
+	}
+	steal := "UPDATE item_stock SET sold = stock WHERE item_id = ? AND bucket = 0"
+	if _, err := st.sql.ExecContext(ctx, steal, it.ID); err != nil {
+		t.Fatal(err)
+	}
+	var moves int
+	var thieves []chan error
+	st.moveHook = func(hctx context.Context, tx *sql.Tx) {
+		moves++
+		if moves > maxMoveRounds {
+			return // the locked round: nobody may take its units
+		}
+		done := make(chan error, 1)
+		thieves = append(thieves, done)
+		go func() {
+			_, err := st.sql.ExecContext(context.Background(), steal, it.ID)
+			done <- err
+		}()
+		// Return only once the thief's UPDATE is in the server, waiting
+		// on this move's lock of row 0 (INNODB_LOCK_WAITS does not always
+		// list it), so it takes the moved units before the order's next
+		// round.
+		for {
+			var waiting int
+			if err := st.sql.QueryRowContext(hctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND INFO LIKE 'UPDATE item_stock SET sold = stock WHERE%'").Scan(&waiting); err != nil {
+				t.Error(err)
+				return
+			}
+			if waiting > 0 {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	user := homeUsers(fmt.Sprint("starved", it.ID), 2, 0, 1)[0]
+	err := order(st, it.ID, user, 2)
+	for _, done := range thieves {
+		if terr := <-done; terr != nil {
+			t.Errorf("thief: %v", terr)
+		}
+	}
+	if err != nil {
+		t.Fatalf("order while its moved units kept being taken (%d moves): %v; want it written", moves, err)
+	}
+	if moves != maxMoveRounds+1 {
+		t.Errorf("moves: %d, want %d (every unlocked round robbed, then the locked one)", moves, maxMoveRounds+1)
+	}
+	if _, _, err := st.OrderOf(ctx, it.ID, user); err != nil {
+		t.Errorf("the order: %v, want it written", err)
+	}
+	rows, err := st.BucketRows(ctx, it.ID, 2)
+	if err != nil || rows[0].Stock+rows[1].Stock != 2000 || rows[0].Sold > rows[0].Stock || rows[1].Sold > rows[1].Stock {
+		t.Errorf("rows: %+v, %v; want 2000 units in all, none oversold", rows, err)
+	}
 }

@@ -32,12 +32,23 @@ func (s *Store) PersistQueuedBucket(ctx context.Context, itemID int64, b int, ba
 }
 
 // writeQueuedBucket is writeQueued on bucket row b, moving units to it
-// when it is short, at most maxMoveRounds times. ErrBatchRefused: the
+// when it is short, at most maxMoveRounds times, then in one transaction
+// holding all the item's rows (as insertBucketed). ErrBatchRefused: the
 // item has fewer free units than orders (nothing written).
 func (s *Store) writeQueuedBucket(ctx context.Context, itemID int64, b int, epoch int64, orders []*Queued, keyNull map[string]bool,
 	failed map[string]string, byID map[string]*Queued, now time.Time) error {
 	need := int64(len(orders))
+	locked := false // the last rounds move and take in one transaction (see insertBucketed)
 	take := func(tx *sql.Tx) error {
+		if locked {
+			free, err := s.moveInTx(ctx, tx, itemID, b, need)
+			if err != nil {
+				return err
+			}
+			if free < need {
+				return errItemShort
+			}
+		}
 		r, err := tx.ExecContext(ctx, "UPDATE item_stock SET sold = sold + ? WHERE item_id = ? AND bucket = ? AND sold + ? <= stock AND queue_epoch = ?",
 			need, itemID, b, need, epoch)
 		if err != nil {
@@ -50,20 +61,22 @@ func (s *Store) writeQueuedBucket(ctx context.Context, itemID int64, b int, epoc
 		if err := s.fenceBucket(ctx, tx, itemID, b, epoch, &free); err != nil {
 			return err
 		}
+		if locked {
+			return fmt.Errorf("database: bucket row %d of item %d short of units just moved to it under its lock", b, itemID)
+		}
 		return errRowShort
 	}
 	fenced := func(tx *sql.Tx) error { return s.fenceBucket(ctx, tx, itemID, b, epoch, nil) }
 	for round := 0; ; round++ {
+		locked = round >= maxMoveRounds
 		err := s.writeQueuedTx(ctx, itemID, orders, keyNull, failed, byID, now, take, fenced)
 		switch {
-		case isLockConflict(err) && !errors.Is(err, errCommit) && round < maxMoveRounds && ctx.Err() == nil:
+		case isLockConflict(err) && !errors.Is(err, errCommit) && round < maxMoveRounds+deadlockAttempts && ctx.Err() == nil:
 			continue // rolled back whole (a failed COMMIT may have written: never rerun)
+		case errors.Is(err, errItemShort):
+			return ErrBatchRefused
 		case !errors.Is(err, errRowShort):
 			return err
-		case round == maxMoveRounds:
-			// Units kept moving away: the gate admitted these orders, so
-			// the item has their units; never record them sold out for it.
-			return fmt.Errorf("item %d: units kept moving away from bucket row %d: %w", itemID, b, stock.ErrUnavailable)
 		}
 		free, err := s.moveUnits(ctx, itemID, b, need)
 		switch {
