@@ -15,6 +15,7 @@ var adminHeader = map[string]string{"Authorization": "Bearer " + testAdminToken}
 // TestListItemsQuery: the query reaches the shop as a filter; a bad one is
 // a 400 that names the parameter and never reaches it.
 func TestListItemsQuery(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		query string
 		want  stock.ItemFilter // zero: refused
@@ -57,6 +58,7 @@ func TestListItemsQuery(t *testing.T) {
 // TestTallyCountsOnlyWatchedItems: refusals are counted per item and code
 // while a view watches the item, not before, and not for other items.
 func TestTallyCountsOnlyWatchedItems(t *testing.T) {
+	t.Parallel()
 	shop := &fakeShop{placeOrder: func(_ context.Context, req stock.OrderRequest) (*stock.Order, bool, error) {
 		if req.UserID == "again" {
 			return nil, false, stock.ErrAlreadyPurchased
@@ -92,6 +94,7 @@ func TestTallyCountsOnlyWatchedItems(t *testing.T) {
 // TestLiveStreamThroughAnOutage: an outage when the view opens is a fast
 // 503; one while it streams is a "problem" event, and the stream goes on.
 func TestLiveStreamThroughAnOutage(t *testing.T) {
+	t.Parallel()
 	calls := 0
 	item := &stock.Item{ID: 7, Name: "x", Stock: 5, Strategy: stock.StrategyLua}
 	shop := &fakeShop{item: func(context.Context, int64) (*stock.Item, error) {

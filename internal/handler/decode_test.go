@@ -10,6 +10,7 @@ import (
 // refuses what encoding/json alone would take: names in another case and
 // repeated names (which it resolves to the last).
 func TestDecodeStrict(t *testing.T) {
+	t.Parallel()
 	type nested struct {
 		Stock *int64     `json:"stock"`
 		At    *time.Time `json:"starts_at"`
@@ -50,6 +51,7 @@ func TestDecodeStrict(t *testing.T) {
 // The Authorization scheme is case-insensitive (RFC 9110 section 11.1); the
 // token is one token68 after one or more spaces.
 func TestBearerToken(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		header, token string
 		ok            bool

@@ -61,6 +61,7 @@ func pendingOrder(req stock.OrderRequest, status string) *stock.Order {
 // as its status and code, wrapped or not, with the headers its status
 // needs; an unknown error is a 500 that shows none of its text.
 func TestErrorTable(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		err        error
 		status     int
@@ -124,6 +125,7 @@ func TestErrorTable(t *testing.T) {
 // same, to the byte, as one encoded for the request: every kind with a
 // fixed message, wrapped as the shop wraps it.
 func TestFixedErrorBodies(t *testing.T) {
+	t.Parallel()
 	n := 0
 	for _, k := range errorKinds {
 		if k.msg == "" {
@@ -155,6 +157,7 @@ func TestFixedErrorBodies(t *testing.T) {
 // 202, a replay carries Idempotent-Replayed, and the shop receives exactly
 // the request the client sent.
 func TestOrderAnswers(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		status   string
@@ -195,6 +198,7 @@ func TestOrderAnswers(t *testing.T) {
 // decided by the handler; the shop is never called (fakeShop fails the
 // test if it is).
 func TestBadOrderInputNeverReachesTheShop(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, path, body string
 		header           map[string]string
@@ -234,6 +238,7 @@ func TestBadOrderInputNeverReachesTheShop(t *testing.T) {
 // TestAdminToken: the admin routes need the admin bearer token, in any
 // letter case of the scheme; without it nothing reaches the shop.
 func TestAdminToken(t *testing.T) {
+	t.Parallel()
 	body := `{"name":"phone","stock":2}`
 	cases := []struct {
 		name, auth string
@@ -275,6 +280,7 @@ func TestAdminToken(t *testing.T) {
 // TestUserTokens: in JWT mode the order's user is the token's subject,
 // whatever the body says, and only a valid, unexpired HS256 token counts.
 func TestUserTokens(t *testing.T) {
+	t.Parallel()
 	secret := []byte(strings.Repeat("s", 32))
 	sign := func(method jwt.SigningMethod, key any, claims jwt.MapClaims) string {
 		s, err := jwt.NewWithClaims(method, claims).SignedString(key)
@@ -326,6 +332,7 @@ func TestUserTokens(t *testing.T) {
 // TestOrdersOfOthersAreHidden: in JWT mode another user's order reads as
 // not found.
 func TestOrdersOfOthersAreHidden(t *testing.T) {
+	t.Parallel()
 	secret := []byte(strings.Repeat("s", 32))
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "dave", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
 	if err != nil {

@@ -96,6 +96,7 @@ var headersCompared = []string{"Content-Type", "Content-Length", "Cache-Control"
 // route has a HEAD route, and a HEAD gets the GET's status and headers and
 // no body (read off the wire), the live stream included, which ends at once.
 func TestHeadWhereverGet(t *testing.T) {
+	t.Parallel()
 	issue, check := powConfig(room.GeneratePassKey())
 	for _, separate := range []bool{false, true} {
 		// A minute for a request: a HEAD stream that did not end would
@@ -181,6 +182,7 @@ func TestHeadWhereverGet(t *testing.T) {
 // TestHeadOfPostOnlyRoute: HEAD on a route that has no GET is a 405 whose
 // Allow names the methods it has.
 func TestHeadOfPostOnlyRoute(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewServer(newTestHandler(t, &fakeShop{}, Config{}))
 	defer srv.Close()
 	head, rest := rawHead(t, srv.URL, "/api/v1/items/1/orders")
@@ -193,6 +195,7 @@ func TestHeadOfPostOnlyRoute(t *testing.T) {
 // TestIndexPage: / is a page that says where the console, the sale pages
 // and the API document are, on each listener.
 func TestIndexPage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		separate   bool

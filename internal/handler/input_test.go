@@ -38,6 +38,7 @@ func callHeader(h http.Handler, method, path string, header http.Header) answer 
 // or the last of two values, which a proxy or client library may pick
 // differently.
 func TestOneSpellingOfQueriesAndHeaders(t *testing.T) {
+	t.Parallel()
 	admin := "Bearer " + testAdminToken
 	secret := []byte("user-token-secret-0123456789abcdef")
 	userToken := func(sub string) string {
@@ -98,6 +99,7 @@ func TestOneSpellingOfQueriesAndHeaders(t *testing.T) {
 // TestQueryNumbersTaken: the canonical spellings still reach the shop as
 // the numbers they are.
 func TestQueryNumbersTaken(t *testing.T) {
+	t.Parallel()
 	var got stock.ItemFilter
 	shop := &fakeShop{listItems: func(_ context.Context, f stock.ItemFilter) (*stock.ItemPage, error) {
 		got = f
@@ -139,6 +141,7 @@ func TestQueryNumbersTaken(t *testing.T) {
 // TestRequestIDRepeated: two X-Request-Id headers are not one sane id, so
 // the request gets a fresh one, as for any other unfit id.
 func TestRequestIDRepeated(t *testing.T) {
+	t.Parallel()
 	shop := &fakeShop{ready: func(context.Context) error { return nil },
 		backlog: func(context.Context) (stock.AsyncStats, error) { return stock.AsyncStats{}, nil }}
 	h := newTestHandler(t, shop, Config{})
@@ -155,6 +158,7 @@ func TestRequestIDRepeated(t *testing.T) {
 // TestIfNoneMatchRepeated: If-None-Match is a list (RFC 9110 13.1.2), so
 // its values may come in several header lines; any of them matches.
 func TestIfNoneMatchRepeated(t *testing.T) {
+	t.Parallel()
 	view := &stock.ItemView{ID: 1, Name: "x", Remaining: 3}
 	h := newTestHandler(t, &fakeShop{itemView: func(context.Context, int64) (*stock.ItemView, error) { return view, nil }}, Config{})
 	etag := callHeader(h, "GET", "/api/v1/items/1", nil).header.Get("ETag")

@@ -13,6 +13,7 @@ import (
 // gets an empty 304, another tag the full view; a new view from the shop
 // gets a new tag.
 func TestItemViewCaching(t *testing.T) {
+	t.Parallel()
 	view := &stock.ItemView{ID: 7, Name: "phone", PriceCents: 100, Remaining: 3}
 	shop := &fakeShop{itemView: func(_ context.Context, id int64) (*stock.ItemView, error) {
 		if id != 7 {

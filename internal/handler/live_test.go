@@ -20,6 +20,7 @@ import (
 // one per view per second. Each view still gets a new event every tick,
 // with its own sold-per-second.
 func TestLiveViewsShareTheirReads(t *testing.T) {
+	t.Parallel()
 	var reads atomic.Int64
 	var sold atomic.Int64
 	shop := &fakeShop{item: func(context.Context, int64) (*stock.Item, error) {
@@ -73,6 +74,7 @@ func TestLiveViewsShareTheirReads(t *testing.T) {
 // Past maxStreams open views, a new one is refused with a JSON 429 and
 // Retry-After; once a view closes, a new one opens.
 func TestLiveViewsCapped(t *testing.T) {
+	t.Parallel()
 	shop := &fakeShop{item: func(context.Context, int64) (*stock.Item, error) {
 		return &stock.Item{ID: 7, Name: "x", Stock: 5, Strategy: stock.StrategyLua}, nil
 	}}

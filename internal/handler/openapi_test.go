@@ -23,6 +23,7 @@ var ginParam = regexp.MustCompile(`:(\w+)`)
 // route. A HEAD route is documented by its GET and the document's one
 // sentence on HEAD.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
 	doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI)
 	if err != nil {
 		t.Fatalf("load api/openapi.yaml: %v", err)
@@ -62,6 +63,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 }
 
 func TestOpenAPIServed(t *testing.T) {
+	t.Parallel()
 	h := handler.New(nil, handler.Config{AdminToken: "x"})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi.yaml", nil))

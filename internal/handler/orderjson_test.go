@@ -8,6 +8,7 @@ import (
 
 // The hand-written renderer writes exactly what encoding/json writes.
 func TestAppendOrderJSONMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 22, 10, 21, 27, 42_000_000, time.UTC)
 	deadline := at.Add(15 * time.Minute).Add(123 * time.Nanosecond)
 	cases := []orderJSON{
@@ -32,6 +33,7 @@ func TestAppendOrderJSONMatchesEncodingJSON(t *testing.T) {
 // The fast path reads exactly what the strict decoder reads, for an order
 // and for a join, and leaves everything else to it.
 func TestFastOrderBodyAgreesWithTheDecoder(t *testing.T) {
+	t.Parallel()
 	for _, body := range []string{
 		`{"user_id":"alice"}`, `{"user_id":"u.s_e:r@x-1"}`, `{"user_id":""}`, `{"user_id":"<b>&"}`,
 		`{"user_id":"a\"b"}`, `{"user_id":"a\\u0041"}`, `{ "user_id":"alice"}`, `{"user_id":"alice","x":1}`,

@@ -49,6 +49,7 @@ func powConfig(key room.PassKey) (PoWIssue, PoWCheck) {
 // once solved; it answers 404 when proof-of-work is off, and the room
 // routes' errors otherwise.
 func TestQueueChallenge(t *testing.T) {
+	t.Parallel()
 	key := room.GeneratePassKey()
 	issue, check := powConfig(key)
 	shop := answeringShop()
@@ -143,6 +144,7 @@ func TestQueueChallenge(t *testing.T) {
 // 403 pow_required, with a bad one 403 pow_invalid, and neither reaches the
 // room; a solved challenge joins. Off, a join needs none.
 func TestJoinNeedsProofOfWork(t *testing.T) {
+	t.Parallel()
 	key := room.GeneratePassKey()
 	issue, check := powConfig(key)
 	rs := &joinCountingRooms{roomed: map[int64]bool{1: true}}

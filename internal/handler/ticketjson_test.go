@@ -11,6 +11,7 @@ import (
 
 // The hand-written ticket renderer writes exactly what encoding/json writes.
 func TestAppendTicketJSONMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	opens := time.Date(2026, 11, 26, 22, 0, 0, 0, time.UTC)
 	expires := opens.Add(90*time.Second + 123*time.Millisecond)
 	cases := []rooms.Ticket{

@@ -19,6 +19,7 @@ import (
 // catch keys a script touches without declaring them; the scripts name keys
 // only through KEYS, which review of the .lua files confirms.)
 func TestRedisCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	node := privateRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 	if err := node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
@@ -86,6 +87,7 @@ func TestRedisCluster(t *testing.T) {
 // (plain, re-entrant, fair with a waiter that gives up and one that wins),
 // the fence seed after a loss, refresh and release.
 func TestScriptsTakeKeysOfOneSlot(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	check := &testenv.SlotCheck{}

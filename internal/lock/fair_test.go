@@ -21,6 +21,7 @@ func waitForQueue(t *testing.T, rdbKey string, n int64, llen func() int64) {
 }
 
 func TestFairHandOffInArrivalOrder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -80,6 +81,7 @@ func TestFairHandOffInArrivalOrder(t *testing.T) {
 // A waiter that gave up (ctx cancelled) leaves the queue at once; one that
 // died without leaving is dropped after FairWaiterTimeout.
 func TestFairSkipsWaiterThatGaveUp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)

@@ -28,6 +28,7 @@ func floorAt(floor int64, calls *atomic.Int32) func(context.Context) (int64, err
 // eviction) while the guarded resource has seen fence 41: with FenceFloor
 // the next fence is 42, and a stale holder's fence stays refused.
 func TestFenceFloorAfterCounterLost(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -100,6 +101,7 @@ func TestFenceFloorAfterCounterLost(t *testing.T) {
 // moves on as holders write: the counter only ever rises, so every holder's
 // fence is above every fence the resource has seen.
 func TestFenceFloorConcurrentSeeders(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	key := testKey(t, rdb)
@@ -171,6 +173,7 @@ func (h *loseAfterSeed) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 func TestFenceFloorCounterLostAgainBeforeGrant(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	key := testKey(t, rdb)

@@ -13,6 +13,7 @@ import (
 )
 
 func TestRefreshAndExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -64,6 +65,7 @@ func TestRefreshAndExpiry(t *testing.T) {
 
 // Every acquire, first or re-entrant, leaves the key with a TTL.
 func TestKeyHasTTLAfterEveryAcquire(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)

@@ -22,6 +22,7 @@ func newClient(tb testing.TB, rdb lock.RedisClient, opts *lock.ClientOptions) *l
 }
 
 func TestObtainRelease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -81,6 +82,7 @@ func TestObtainRelease(t *testing.T) {
 }
 
 func TestObtainHeldElsewhere(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -117,6 +119,7 @@ func TestObtainHeldElsewhere(t *testing.T) {
 }
 
 func TestNilLock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var l *lock.Lock
 	if l.Key() != "" || l.Token() != "" || l.Fence() != 0 {
@@ -140,6 +143,7 @@ func TestNilLock(t *testing.T) {
 }
 
 func TestInvalidInput(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -182,6 +186,7 @@ func TestInvalidInput(t *testing.T) {
 }
 
 func TestHashTag(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -216,6 +221,7 @@ func TestHashTag(t *testing.T) {
 }
 
 func TestExactlyOneOf100Concurrent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -259,6 +265,7 @@ func TestExactlyOneOf100Concurrent(t *testing.T) {
 // briefly: never two holders at once, and fences strictly increase in the
 // order the lock was held.
 func TestMutualExclusionAndFenceOrder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	clients := []*lock.Client{newClient(t, rdb, nil), newClient(t, newRedis(t), nil)}
@@ -303,6 +310,7 @@ func TestMutualExclusionAndFenceOrder(t *testing.T) {
 // A holder paused past its TTL is fenced off, and its release leaves the
 // successor's lock alone.
 func TestPausedHolderIsFenced(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -356,6 +364,7 @@ func TestPausedHolderIsFenced(t *testing.T) {
 }
 
 func TestScriptFlushNoScriptFallback(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := privateRedis(t)
 	c := newClient(t, rdb, nil)

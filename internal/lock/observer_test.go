@@ -43,6 +43,7 @@ func (r *recorder) LeaseLost(ev lock.LeaseEvent) {
 }
 
 func TestObserverEvents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	var rec recorder

@@ -12,6 +12,7 @@ import (
 )
 
 func TestReentrancyCounts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -79,6 +80,7 @@ func TestReentrancyCounts(t *testing.T) {
 }
 
 func TestOwnerReleaseAll(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -130,6 +132,7 @@ func TestOwnerReleaseAll(t *testing.T) {
 // One Owner shared by many goroutines obtaining, releasing and listing: run
 // under -race. (The seed kept its lock list in an unsynchronised map.)
 func TestSeedHole_LocalMapRace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -197,6 +200,7 @@ func TestSeedHole_LocalMapRace(t *testing.T) {
 // outer acquisition was promised its lease, and another owner must not get
 // the lock while that lease runs.
 func TestReentryAndRefreshNeverShorten(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)

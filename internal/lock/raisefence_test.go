@@ -18,6 +18,7 @@ import (
 // the next fence above it, and the holder from before the raise stays
 // refused.
 func TestRaiseFenceLaggingCounter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -84,6 +85,7 @@ func TestRaiseFenceLaggingCounter(t *testing.T) {
 }
 
 func TestRaiseFenceRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
 	key := testKey(t, rdb)
@@ -104,6 +106,7 @@ func TestRaiseFenceRejectsBadInput(t *testing.T) {
 // is accepted by a resource that refuses any fence not above all it saw,
 // except the holder from before the raises, which stays refused.
 func TestRaiseFenceRacingInstances(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	key := testKey(t, rdb)

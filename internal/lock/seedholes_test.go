@@ -24,6 +24,7 @@ import (
 // process): whatever it left has a TTL, and another client obtains the lock
 // once that TTL has run out.
 func TestSeedHole_SetnxExpireSplit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	healthy := newClient(t, rdb, nil)
@@ -117,6 +118,7 @@ func (h *crashAfter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // EXPIRE) is recovered: it gets a TTL, expires, and exactly one of the
 // contenders racing for it obtains it.
 func TestSeedHole_TTLBelowZeroTakeover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -206,6 +208,7 @@ func TestSeedHole_TTLBelowZeroTakeover(t *testing.T) {
 // time.Sleep(time.Duration(waitIntervalUs)) sleeping nanoseconds, i.e. a
 // busy loop). Here TTLs and waits are time.Duration end to end.
 func TestSeedHole_UnitMixup(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	obs := &attemptCounter{}
@@ -305,6 +308,7 @@ func (a *attemptCounter) reset()                       { a.attempts.Store(0) }
 // Seed: unlock is a bare DEL, so a holder whose lock expired deletes its
 // successor's lock. Here release and refresh check the owner token.
 func TestSeedHole_ForeignUnlockAfterExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)

@@ -24,6 +24,7 @@ import (
 // The waiter's poll interval is at least 10s, so obtaining well under that
 // proves the release's PUBLISH woke it.
 func TestWaiterWokenByRelease(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -57,6 +58,7 @@ func TestWaiterWokenByRelease(t *testing.T) {
 }
 
 func TestCancelWhileWaiting(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -102,6 +104,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 // A waiter also notices a lock that expires without a release (no PUBLISH):
 // its sleep never exceeds the holder's remaining TTL.
 func TestWaiterObtainsAfterExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -130,6 +133,7 @@ func TestWaiterObtainsAfterExpiry(t *testing.T) {
 
 // Waiters with wake-ups off still get the lock, by backoff alone.
 func TestBackoffOnlyWaiters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -251,6 +255,7 @@ func proxiedRedis(tb testing.TB, p *replyDropper, maxRetries int) *redis.Client 
 // retry: the acquire returns the same fence (one INCR), the release reports
 // released rather than expired.
 func TestLostReplyRetriedByClient(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	direct := newRedis(t)
 	key := testKey(t, direct)
@@ -288,6 +293,7 @@ func TestLostReplyRetriedByClient(t *testing.T) {
 // Without client retries the caller sees the error; the state is still right:
 // a failed Obtain leaves no orphan lock, and Release can be called again.
 func TestLostReplyNoClientRetry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	direct := newRedis(t)
 	key := testKey(t, direct)
@@ -333,6 +339,7 @@ func TestLostReplyNoClientRetry(t *testing.T) {
 // A process killed while holding the lock: the lock expires within its TTL
 // and a waiter then gets it.
 func TestKilledHolderExpires(t *testing.T) {
+	t.Parallel()
 	if key := os.Getenv("LOCK_TEST_HOLDER_KEY"); key != "" {
 		holdAndHang(key)
 		return
@@ -406,6 +413,7 @@ func holdAndHang(key string) {
 // reconnects and resubscribes, and the next release still wakes the waiter
 // well before its 20s+ poll.
 func TestWakeupSurvivesPubSubReconnect(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := privateRedis(t)
 	c := newClient(t, rdb, nil)

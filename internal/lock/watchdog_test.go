@@ -31,6 +31,7 @@ func (r *lostRecorder) get() []error {
 }
 
 func TestWatchdogKeepsLockAlive(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -64,6 +65,7 @@ func TestWatchdogKeepsLockAlive(t *testing.T) {
 }
 
 func TestWatchdogStopsWhenKeyDeleted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -102,6 +104,7 @@ func TestWatchdogStopsWhenKeyDeleted(t *testing.T) {
 }
 
 func TestWatchdogHoldLimit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rdb := newRedis(t)
 	c := newClient(t, rdb, nil)
@@ -144,6 +147,7 @@ func (r *refreshFailures) RefreshFailed(ev lock.RefreshEvent) {
 // While Redis stalls (CLIENT PAUSE) refreshes time out; the watchdog retries
 // them and the lock survives.
 func TestWatchdogRetriesTransientErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	admin := privateRedis(t)
 	rdb := dial(t, &redis.Options{Addr: admin.Options().Addr, ReadTimeout: 100 * time.Millisecond, MaxRetries: -1})

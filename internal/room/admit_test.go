@@ -17,6 +17,7 @@ import (
 // second of the injected clock do they admit more than R together, and
 // with enough people waiting they admit exactly R.
 func TestAdmitRateAcrossInstances(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		const rate, seconds = 37, 4
 		a, b := e.room(t, nil), e.room(t, nil)
@@ -70,6 +71,7 @@ func TestAdmitRateAcrossInstances(t *testing.T) {
 }
 
 func TestAdmitSpreadsTheRateOverTheSecond(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		r := e.room(t, nil)
 		seed := room.NewSeed()
@@ -108,6 +110,7 @@ func TestAdmitSpreadsTheRateOverTheSecond(t *testing.T) {
 // where without the lead up to R/10 would be lost every second; and never
 // more than R in a second.
 func TestAdmitLeadFillsTheSecond(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		r := e.room(t, &room.Options{AdmitLead: 100 * time.Millisecond})
 		seed := room.NewSeed()
@@ -139,6 +142,7 @@ func TestAdmitLeadFillsTheSecond(t *testing.T) {
 // pass leaves the live set at once, an expired one at the next Admit, and
 // the tickets read used and expired.
 func TestAdmitCapAndNoShows(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)
@@ -204,6 +208,7 @@ func TestAdmitCapAndNoShows(t *testing.T) {
 // sale the line moved seconds late while units were free); a pass spent
 // after the mark, whose order the figure may not show, still holds it.
 func TestSpentPassHoldsItsSlotOnlyAfterTheMark(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)
@@ -255,6 +260,7 @@ func TestSpentPassHoldsItsSlotOnlyAfterTheMark(t *testing.T) {
 // slot until this clock reaches the stamp, and at most SpentGrace: one
 // stamped further ahead is dropped.
 func TestSpentPassStampedAheadIsBounded(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)
@@ -281,6 +287,7 @@ func TestSpentPassStampedAheadIsBounded(t *testing.T) {
 }
 
 func TestETA(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		r := e.room(t, nil)
 		seed := room.NewSeed()
@@ -302,6 +309,7 @@ func TestETA(t *testing.T) {
 // TestAdmitPerCallBound runs on the real Redis and Cluster only: 5,000
 // joins through miniredis's Lua take seconds and prove nothing more.
 func TestAdmitPerCallBound(t *testing.T) {
+	t.Parallel()
 	forEachRealRedis(t, func(t *testing.T, e env) {
 		r := e.room(t, nil)
 		seed := room.NewSeed()
@@ -320,6 +328,7 @@ func TestAdmitPerCallBound(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)
@@ -358,6 +367,7 @@ func TestStats(t *testing.T) {
 // one before it: a pass's expiry, from which the buyer and the load
 // harness read when it was admitted, follows the line's order.
 func TestAdmissionClockNeverGoesBack(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		a, b := e.room(t, nil), e.room(t, nil)
 		seed := room.NewSeed()

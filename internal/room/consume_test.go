@@ -14,6 +14,7 @@ import (
 // since dropped) is not live for it and leaves the holder admitted; the
 // holder's own use spends it.
 func TestConsumeForChecksTheHolder(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)

@@ -32,6 +32,7 @@ var katTickets = []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1000000007, 9007
 //
 // and the commitment with hashlib.sha256(seed).hexdigest().
 func TestDrawKnownAnswer(t *testing.T) {
+	t.Parallel()
 	seed := katSeed()
 	const wantCommitment = "630dcd2966c4336691125448bbb25b4ff412a49c732db2c8abc1b8581bd710dd"
 	if got := seed.Commitment(); got != wantCommitment {
@@ -60,6 +61,7 @@ func TestDrawKnownAnswer(t *testing.T) {
 // TestDrawMatchesPrimitives recomputes a larger draw straight from
 // crypto/hmac and crypto/sha256, step by step as docs/DESIGN.md states it.
 func TestDrawMatchesPrimitives(t *testing.T) {
+	t.Parallel()
 	seed := room.NewSeed()
 	tickets := make([]int64, 500)
 	for i := range tickets {
@@ -95,6 +97,7 @@ func TestDrawMatchesPrimitives(t *testing.T) {
 }
 
 func TestVerifyDrawRefusals(t *testing.T) {
+	t.Parallel()
 	seed := katSeed()
 	commit := seed.Commitment()
 	order, _ := room.DrawOrder(seed, katTickets)
@@ -130,6 +133,7 @@ func TestVerifyDrawRefusals(t *testing.T) {
 }
 
 func TestParseSeed(t *testing.T) {
+	t.Parallel()
 	s := room.NewSeed()
 	got, err := room.ParseSeed(s.String())
 	if err != nil || got != s {

@@ -15,6 +15,7 @@ import (
 // before keeps the place, and an admitted one gets the pass; without the
 // room or once it closed, every user hears so.
 func TestJoinMany(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, &room.Options{PassKey: room.GeneratePassKey()})

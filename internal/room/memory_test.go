@@ -69,6 +69,7 @@ func uuidUser(i int) string { return fmt.Sprintf("%08x-0000-4000-8000-%012x", i,
 // Redis a waiting user, on 5,000 users (enough for Redis to leave its
 // compact small-hash encoding); BenchmarkRoomMemory measures 100,000.
 func TestMemoryPerWaitingUser(t *testing.T) {
+	t.Parallel()
 	if got := roomBytesPerUser(t, 5000, shortUser); got > 200 {
 		t.Errorf("%.1f bytes of Redis a waiting user, want at most 200", got)
 	}

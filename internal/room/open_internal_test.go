@@ -15,6 +15,7 @@ import (
 // joins queue after the pre-queue, and that the next Open, from another
 // instance, finishes with the same draw.
 func TestOpenFinishesAfterACrash(t *testing.T) {
+	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		ctx := context.Background()
 		now := time.Unix(1_900_000_000, 0)

@@ -13,6 +13,7 @@ import (
 // never writes (another version, version 1 without a line, a zero field, a
 // short line, a bad user id) are refused as forged, not half-read.
 func TestPassSignedButNotAPass(t *testing.T) {
+	t.Parallel()
 	k, err := NewPassKey([]byte(strings.Repeat("k", MinPassKeyLen)))
 	if err != nil {
 		t.Fatal(err)

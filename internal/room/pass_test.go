@@ -39,6 +39,7 @@ func issue(t testing.TB, k room.PassKey, p room.Pass) string {
 }
 
 func TestPassRoundTrip(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	tok := issue(t, k, samplePass)
 	if strings.ContainsAny(tok, "+/=") {
@@ -57,6 +58,7 @@ func TestPassRoundTrip(t *testing.T) {
 }
 
 func TestPassRejections(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	tok := issue(t, k, samplePass)
 	other := issue(t, testKey(t, 'o'), samplePass)
@@ -133,6 +135,7 @@ func (p rawPass) encode() string {
 }
 
 func TestPassTamperingEachField(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	tok := issue(t, k, samplePass)
 	orig := splitPass(t, tok)
@@ -179,6 +182,7 @@ func TestPassTamperingEachField(t *testing.T) {
 // refuses it in another line of the same item's room (after every other
 // check), and the line is read back as signed.
 func TestPassLine(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	tok := issue(t, k, samplePass)
 	got, err := k.VerifyIn(tok, 42, sampleLine, "alice", passNow)
@@ -210,6 +214,7 @@ func TestPassLine(t *testing.T) {
 }
 
 func TestLineOf(t *testing.T) {
+	t.Parallel()
 	seed := room.NewSeed()
 	l, err := room.LineOf(seed.Commitment())
 	if err != nil {
@@ -229,6 +234,7 @@ func TestLineOf(t *testing.T) {
 }
 
 func TestPassIssueRefusesBadFields(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	for _, bad := range []room.Pass{
 		{ItemID: 0, UserID: "a", Ticket: 1, Expiry: passNow},
@@ -245,6 +251,7 @@ func TestPassIssueRefusesBadFields(t *testing.T) {
 }
 
 func TestPassExpiryRoundsDown(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	p := samplePass
 	p.Expiry = passNow.Add(1999 * time.Millisecond)
@@ -258,6 +265,7 @@ func TestPassExpiryRoundsDown(t *testing.T) {
 }
 
 func TestPassKeys(t *testing.T) {
+	t.Parallel()
 	if _, err := room.NewPassKey(make([]byte, room.MinPassKeyLen-1)); !errors.Is(err, room.ErrInvalid) {
 		t.Errorf("NewPassKey(31 bytes) = %v, want ErrInvalid", err)
 	}
@@ -302,6 +310,7 @@ func TestPassKeys(t *testing.T) {
 // time does not depend on where the first differing byte is, so a forger
 // cannot find a MAC byte by byte. No bytes or string equality may touch it.
 func TestMACsComparedInConstantTime(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ file, fn string }{{"pass.go", "Verify"}, {"pow.go", "VerifyPoW"}} {
 		t.Run(c.fn, func(t *testing.T) { checkMACComparedInConstantTime(t, c.file, c.fn) })
 	}

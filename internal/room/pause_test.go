@@ -13,6 +13,7 @@ import (
 // expired passes still leave; resumed, the line goes on where it stopped,
 // at most at the rate cap whatever rate the caller passes.
 func TestSetControl(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)

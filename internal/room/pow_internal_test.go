@@ -14,6 +14,7 @@ import (
 // out of range, a bad user id) are refused as forged, not half-read; and a
 // payload signed as a pass (without the challenges' domain) is forged too.
 func TestPoWSignedButNotAChallenge(t *testing.T) {
+	t.Parallel()
 	k, err := NewPassKey([]byte(strings.Repeat("k", MinPassKeyLen)))
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ func short(t testing.TB, c string, bits int) string {
 }
 
 func TestPoWRoundTrip(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	c, exp := challenge(t, k, 42, "alice", 12, passNow)
 	if want := passNow.Add(room.ChallengeTTL); !exp.Equal(want) {
@@ -73,6 +74,7 @@ func TestPoWRoundTrip(t *testing.T) {
 }
 
 func TestPoWRejections(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	const bits = 10
 	c, exp := challenge(t, k, 42, "alice", bits, passNow)
@@ -129,6 +131,7 @@ func TestPoWRejections(t *testing.T) {
 // TestPoWMalformedNonces: a nonce is 1 to 20 ASCII digits, nothing else,
 // even when its hash would happen to have the zero bits.
 func TestPoWMalformedNonces(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	c, _ := challenge(t, k, 42, "alice", 1, passNow)
 	for _, nonce := range []string{
@@ -155,6 +158,7 @@ func TestPoWMalformedNonces(t *testing.T) {
 }
 
 func TestPoWBadArguments(t *testing.T) {
+	t.Parallel()
 	k := testKey(t, 'k')
 	for _, tc := range []struct {
 		name string

@@ -16,6 +16,7 @@ import (
 )
 
 func TestJoinOnePlacePerUser(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		a, b := e.room(t, nil), e.room(t, nil)
@@ -58,6 +59,7 @@ func TestJoinOnePlacePerUser(t *testing.T) {
 }
 
 func TestJoinDistinctUsersConcurrently(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		r1, r2 := e.room(t, nil), e.room(t, nil)
 		setUp(t, r1, room.NewSeed(), time.Minute)
@@ -98,6 +100,7 @@ func TestJoinDistinctUsersConcurrently(t *testing.T) {
 // later joins in arrival order after it, and the room's public draw
 // checks out with VerifyDraw.
 func TestDrawThenFIFO(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)
@@ -159,6 +162,7 @@ func TestDrawThenFIFO(t *testing.T) {
 }
 
 func TestOpenRefusesAWrongSeed(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)
@@ -188,6 +192,7 @@ func TestOpenRefusesAWrongSeed(t *testing.T) {
 }
 
 func TestCloseAndResume(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)
@@ -231,6 +236,7 @@ func TestCloseAndResume(t *testing.T) {
 }
 
 func TestPassInStatus(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		key := room.GeneratePassKey()
 		r := e.room(t, &room.Options{PassKey: key})
@@ -269,6 +275,7 @@ func TestPassInStatus(t *testing.T) {
 }
 
 func TestNoRoomAndBadInput(t *testing.T) {
+	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
 		r := e.room(t, nil)
@@ -329,6 +336,7 @@ func TestNoRoomAndBadInput(t *testing.T) {
 // TestRedisDownFailsClosed: with Redis unreachable every call is a fast
 // ErrUnavailable; nobody is told they are in or admitted.
 func TestRedisDownFailsClosed(t *testing.T) {
+	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:29001", DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	r, err := room.New(rdb, 1, nil)
@@ -360,6 +368,7 @@ func TestRedisDownFailsClosed(t *testing.T) {
 // held by the stall may still run when Redis resumes: the retry then finds
 // the same place, never a second one.
 func TestRedisStalledFailsFast(t *testing.T) {
+	t.Parallel()
 	b := testenv.Real(t)
 	opt, err := redis.ParseURL(b.RedisURL)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -199,6 +200,7 @@ func openReal(t testing.TB, mode string, unavailable func(what string, err error
 		missing("MariaDB at "+base.Addr, err)
 		return Backend{}, false
 	}
+	raiseConnLimit(ctx, t, admin)
 	dbName := "seckill_t_" + Suffix()
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+dbName+"`"); err != nil {
 		t.Fatalf("create database %s: %v", dbName, err)
@@ -213,6 +215,27 @@ func openReal(t testing.TB, mode string, unavailable func(what string, err error
 	dsn.DBName = dbName
 	dsn.ParseTime = true
 	return Backend{Name: name, RedisURL: url, RedisMode: mode, MySQLDSN: dsn.FormatDSN(), KeyPrefix: prefix}, true
+}
+
+// minConnections is the max_connections the tests need of the test
+// MariaDB: every service a test starts has a pool of up to 64
+// connections, and the README's test command runs several packages at
+// once (-p 4), each with parallel tests; MariaDB's default is 151.
+const minConnections = 1000
+
+var connLimitOnce sync.Once
+
+// raiseConnLimit raises the test MariaDB's max_connections to at least
+// minConnections, once a process (SET GLOBAL: until the server restarts).
+// Without the privilege it says so and goes on: the tests may then see
+// "Too many connections".
+func raiseConnLimit(ctx context.Context, t testing.TB, admin *sql.DB) {
+	connLimitOnce.Do(func() {
+		q := fmt.Sprintf("SET GLOBAL max_connections = GREATEST(@@GLOBAL.max_connections, %d)", minConnections)
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Logf("could not raise the test MariaDB's max_connections to %d (%v): parallel packages may run out of connections", minConnections, err)
+		}
+	})
 }
 
 // openUniversal is a client of url: a ClusterClient in ModeCluster.

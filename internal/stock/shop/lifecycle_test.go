@@ -108,7 +108,7 @@ func sellOut(t *testing.T, svcs []*Service, itemID int64, users []string) int {
 	return int(sold.Load())
 }
 
-// TestExpiryRacesPayment: a thousand orders whose deadlines are passing,
+// TestExpiryRacesPayment: five hundred orders whose deadlines are passing,
 // each paid, some cancelled, while two instances sweep for expired ones.
 // Every order ends with exactly one outcome, the answers agree with it,
 // sold and the gate count exactly the live orders, and exactly the returned
@@ -126,7 +126,7 @@ func TestExpiryRacesPayment(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		t.Parallel()
 		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync} {
-			t.Run(string(strategy), func(t *testing.T) { raceLifecycle(t, b, strategy, 1000) })
+			t.Run(string(strategy), func(t *testing.T) { raceLifecycle(t, b, strategy, 500) })
 		}
 	})
 }
