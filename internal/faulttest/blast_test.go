@@ -180,7 +180,7 @@ func failoverBlast(t *testing.T, strategy string, ready func()) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	promotedAt := time.Now()
-	time.Sleep(servingAgain + 2*time.Second)
+	time.Sleep(servingAgain + 700*time.Millisecond) // attempts after servingAgain: 12 workers, one every ~20 ms each
 	close(stop)
 	wg.Wait()
 	endTurn()
@@ -199,7 +199,11 @@ func failoverBlast(t *testing.T, strategy string, ready func()) {
 		statuses := map[int]int{}
 		slowest := time.Duration(0)
 		lastRefusal := "none"
+		late := 0 // attempts the servingAgain rule judges
 		for _, a := range during {
+			if a.start.After(promotedAt.Add(servingAgain)) {
+				late++
+			}
 			statuses[a.status]++
 			took := a.end.Sub(a.start)
 			slowest = max(slowest, took)
@@ -225,6 +229,9 @@ func failoverBlast(t *testing.T, strategy string, ready func()) {
 		}
 		t.Logf("item %d on %s (%s), after the kill: %s; slowest %v; last refusal: %s",
 			id, where[id], tag, statusTally(statuses), slowest.Round(time.Millisecond), lastRefusal)
+		if dead && late == 0 {
+			t.Errorf("item %d on the dead master: no attempt started %v after the promotion, so none was judged", id, servingAgain)
+		}
 		if dead && statuses[http.StatusCreated]+statuses[http.StatusAccepted] == 0 {
 			t.Errorf("item %d on the dead master: no order sold after the kill, want the sale to go on after the promotion", id)
 		}

@@ -25,6 +25,7 @@ func TestRepeatBuyerRefusedFromMemory(t *testing.T) {
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
 		for _, name := range stock.Strategies {
 			t.Run(string(name), func(t *testing.T) {
+				t.Parallel() // each its own item, proxy and service; mostly waits on the cut
 				ctx := context.Background()
 				rdb, proxy, _ := proxied(t, b)
 				s := newTestService(t, b, Config{}, rdb)
