@@ -226,7 +226,7 @@ func TestDatabaseStallStealsNothing(t *testing.T) {
 
 	rdb := b.Redis(t)
 	stream := api.keys.Stream(it.ID)
-	const stall = 12 * time.Second
+	const stall = 6 * time.Second // past one 5 s attempt, three ClaimIdles
 	maxCount, owners := watchPendingDuring(t, rdb, stream, stall)
 	release()
 	awaitWritten(t, api, ids, 20*time.Second)
