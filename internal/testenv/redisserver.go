@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -34,26 +33,7 @@ type RedisServer struct {
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
-	out *lockedBuffer
-}
-
-// lockedBuffer is the server's output: the exec package copies into it
-// while Start may read it to report a failure.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	out *SyncBuffer // exec copies into it while Start may read it
 }
 
 // StartRedisServer is PrivateRedis returning the server, for tests that
@@ -94,7 +74,7 @@ func (s *RedisServer) Start() {
 		s.mu.Unlock()
 		s.t.Fatal("redis-server already running")
 	}
-	out := &lockedBuffer{}
+	out := &SyncBuffer{}
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
