@@ -38,24 +38,27 @@ func TestWatchdogKeepsLockAlive(t *testing.T) {
 	key := testKey(t, rdb)
 	var lost lostRecorder
 
-	l, err := c.Obtain(ctx, key, 100*time.Millisecond, &lock.Options{Watchdog: &lock.WatchdogOptions{OnLost: lost.onLost}})
+	// 300 ms: six and more TTLs pass while it is held, and a refresh every
+	// 100 ms survives a 200 ms pause of the process (the package's tests
+	// run in parallel on two busy cores; at 100 ms a 67 ms pause lost it).
+	l, err := c.Obtain(ctx, key, 300*time.Millisecond, &lock.Options{Watchdog: &lock.WatchdogOptions{OnLost: lost.onLost}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
 	if held, err := l.Held(ctx); err != nil || !held {
-		t.Fatalf("after 2s a 100ms lock with watchdog: Held = %v, %v", held, err)
+		t.Fatalf("after 2s a 300ms lock with watchdog: Held = %v, %v", held, err)
 	}
 	if err := l.Context().Err(); err != nil {
 		t.Errorf("lease context cancelled: %v", context.Cause(l.Context()))
 	}
-	if d := pttl(t, rdb, "{"+key+"}"); d <= 0 || d > 100*time.Millisecond {
-		t.Errorf("PTTL = %v, want (0, 100ms]", d)
+	if d := pttl(t, rdb, "{"+key+"}"); d <= 0 || d > 300*time.Millisecond {
+		t.Errorf("PTTL = %v, want (0, 300ms]", d)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	time.Sleep(350 * time.Millisecond) // three watchdog intervals and more
 	if exists(t, rdb, "{"+key+"}") {
 		t.Error("watchdog recreated or kept the lock after Release")
 	}
@@ -111,15 +114,17 @@ func TestWatchdogHoldLimit(t *testing.T) {
 	key := testKey(t, rdb)
 	var lost lostRecorder
 
-	l, err := c.Obtain(ctx, key, 100*time.Millisecond,
-		&lock.Options{Watchdog: &lock.WatchdogOptions{MaxHold: 300 * time.Millisecond, OnLost: lost.onLost}})
+	// A 300 ms TTL refreshed every 100 ms up to a 900 ms hold: a pause of
+	// the process under 200 ms cannot let it lapse before the limit.
+	l, err := c.Obtain(ctx, key, 300*time.Millisecond,
+		&lock.Options{Watchdog: &lock.WatchdogOptions{MaxHold: 900 * time.Millisecond, OnLost: lost.onLost}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-l.Context().Done():
 	case <-time.After(3 * time.Second):
-		t.Fatal("lease context alive 3s into a 300ms hold limit")
+		t.Fatal("lease context alive 3s into a 900ms hold limit")
 	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, lock.ErrLeaseExpired) {
 		t.Errorf("lease cause = %v, want ErrLeaseExpired", cause)
