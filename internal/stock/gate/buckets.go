@@ -130,6 +130,10 @@ type BucketKeys struct {
 	Released string // order ids whose unit came back to this bucket
 	Out      string // transfers out of this bucket not yet finished: id -> "to m unix-ms"
 	In       string // ids of the transfers this bucket received
+	// Stream and Dead: a lua-async item's queue of the orders of the
+	// buyers whose home this bucket is, and its dead-letter stream (bucket
+	// 0's are the item's of old, Keys.Stream and Keys.Dead).
+	Stream, Dead string
 	// ClaimsMark: the claims of the Idempotency-Keys this bucket holds are
 	// whole (see Keys.ClaimsMark).
 	ClaimsMark string
@@ -146,7 +150,8 @@ func (k Keys) Bucket(bk Bucket) BucketKeys {
 	}
 	base := k.prefix + ":{" + bk.Tag() + "}"
 	bks := &BucketKeys{Meta: base + ":meta", Buyers: base + ":buyers", Released: base + ":released",
-		Out: base + ":moves:out", In: base + ":moves:in", ClaimsMark: base + ":claims", base: base}
+		Out: base + ":moves:out", In: base + ":moves:in", ClaimsMark: base + ":claims",
+		Stream: base + ":orders", Dead: base + ":dead", base: base}
 	bucketKeys.Store(id, bks)
 	return *bks
 }
@@ -167,6 +172,10 @@ func (k Keys) BucketLock(bk Bucket) string { return k.Bucket(bk).base + ":lock" 
 // Idem binds an Idempotency-Key of the item to a user and an order, in
 // this bucket (the shop picks the bucket by the key).
 func (b BucketKeys) Idem(key string) string { return b.base + ":idem:" + key }
+
+// Queued marks a lua-async order queued in this bucket's stream and not
+// yet in the database (see Keys.Queued, which is bucket 0's).
+func (b BucketKeys) Queued(orderID string) string { return b.base + ":queued:" + orderID }
 
 // void marks an attempt of this bucket that was handed back (see reserve.lua).
 func (b BucketKeys) void(orderID string) string { return b.base + ":void:" + orderID }

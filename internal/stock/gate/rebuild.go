@@ -51,6 +51,10 @@ type Rebuild struct {
 	KeepHeld bool
 	// Epoch is the item's queue epoch, which lua-async stamps on entries.
 	Epoch int64
+	// Epochs, when it has one per bucket, replaces Epoch: bucket b's
+	// queue epoch (a lua-async item with bucket rows, item_stock's
+	// queue_epoch of row b).
+	Epochs []int64
 	// Roomed: the item has a waiting room (item_rooms, read under the
 	// lock); a lua-async gate is built with its room mark (see MarkRoom).
 	Roomed bool
@@ -142,7 +146,11 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 	for b, bk := range bks {
 		keys := g.keys.Bucket(bk)
 		ks := []string{keys.Meta, keys.Buyers, keys.Released, keys.Out, staged[b].buyers, staged[b].released}
-		args := []any{share(it.Stock, k, b), taken[b], unixMilli(it.StartsAt), unixMilli(it.EndsAt), built, r.Epoch, roomFlag(r)}
+		epoch := r.Epoch
+		if len(r.Epochs) == k {
+			epoch = r.Epochs[b]
+		}
+		args := []any{share(it.Stock, k, b), taken[b], unixMilli(it.StartsAt), unixMilli(it.EndsAt), built, epoch, roomFlag(r)}
 		for _, h := range heldBy[b] {
 			ks = append(ks, keys.void(h.order))
 			args = append(args, h.user, h.order)
@@ -175,6 +183,14 @@ func (g *Gate) Rebuild(ctx context.Context, r Rebuild) (kept int64, err error) {
 
 // clearTimeout bounds clearing a gate whose rebuild failed at its end.
 const clearTimeout = 5 * time.Second
+
+// ClearMetas deletes the metas of every bucket of an item of k buckets:
+// every script answers "missing" on them until the next Rebuild. A
+// lua-async rebuild clears them before it reads the streams, so no bucket
+// queues an order the read could miss.
+func (g *Gate) ClearMetas(ctx context.Context, itemID int64, k int) error {
+	return g.clearMetas(ctx, AllBuckets(itemID, k))
+}
 
 // clearMetas deletes the metas of bks: every script answers "missing" on
 // them until the next rebuild.

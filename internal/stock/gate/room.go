@@ -16,20 +16,23 @@ import (
 // Redis comes back with it. The other strategies' gates never carry it;
 // their orders' transactions read item_rooms themselves.
 
-// MarkRoom marks the gate of item id with a waiting room (roomed), or
-// clears the mark. A missing gate is left missing: its build reads the
-// room from the database.
-func (g *Gate) MarkRoom(ctx context.Context, id int64, roomed bool) error {
+// MarkRoom marks the gate of item id, of k buckets, with a waiting room
+// (roomed), or clears the mark: every bucket's meta, since a buyer is
+// admitted in the home bucket alone. A missing bucket is left missing:
+// its build (the whole item's) reads the room from the database.
+func (g *Gate) MarkRoom(ctx context.Context, id int64, k int, roomed bool) error {
 	flag := ""
 	if roomed {
 		flag = "1"
 	}
-	status, err := runStatus(ctx, g.rdb, markRoomScript, "mark waiting room", []string{g.keys.Meta(id)}, flag)
-	if err != nil {
-		return err
-	}
-	if status != "marked" && status != "missing" {
-		return fmt.Errorf("redis: mark waiting room: unexpected status %q", status)
+	for _, bk := range AllBuckets(id, k) {
+		status, err := runStatus(ctx, g.rdb, markRoomScript, "mark waiting room", []string{g.keys.Bucket(bk).Meta}, flag)
+		if err != nil {
+			return err
+		}
+		if status != "marked" && status != "missing" {
+			return fmt.Errorf("redis: mark waiting room: unexpected status %q", status)
+		}
 	}
 	return nil
 }

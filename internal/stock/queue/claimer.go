@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock/gate"
 )
 
 // claimer takes over entries whose writer died. Four times per lease it
@@ -38,8 +40,8 @@ func (w *Writers) claimer(consumer string) {
 	}
 }
 
-func (w *Writers) claimStream(consumer string, itemID int64) {
-	stream := w.keys.Stream(itemID)
+func (w *Writers) claimStream(consumer string, bk gate.Bucket) {
+	stream := w.streamKey(bk)
 	start := "0-0"
 	for !w.stopped() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -52,9 +54,9 @@ func (w *Writers) claimStream(consumer string, itemID int64) {
 		cancel()
 		if err != nil {
 			if isNoGroup(err) {
-				w.regroup(itemID)
+				w.regroup(bk)
 			} else if !errors.Is(err, redis.Nil) {
-				w.log.Warn("lua-async writers: cannot claim idle entries", "item", itemID, "err", err)
+				w.log.Warn("lua-async writers: cannot claim idle entries", "item", bk.Item, "bucket", bk.B, "err", err)
 			}
 			return
 		}
@@ -67,12 +69,12 @@ func (w *Writers) claimStream(consumer string, itemID int64) {
 					ok = append(ok, m)
 				}
 			}
-			w.log.Warn("lua-async writers: claimed entries of a writer that stopped", "item", itemID, "entries", len(msgs), "dead_lettered", len(over))
+			w.log.Warn("lua-async writers: claimed entries of a writer that stopped", "item", bk.Item, "bucket", bk.B, "entries", len(msgs), "dead_lettered", len(over))
 			if len(over) > 0 {
-				w.deadLetter(itemID, over, fmt.Sprintf("delivered more than %d times without being persisted", w.cfg.MaxDeliveries))
+				w.deadLetter(bk, over, fmt.Sprintf("delivered more than %d times without being persisted", w.cfg.MaxDeliveries))
 			}
 			if len(ok) > 0 {
-				w.handle(consumer, itemID, ok)
+				w.handle(consumer, bk, ok)
 			}
 		}
 		if next == "0-0" || next == "" {

@@ -18,8 +18,8 @@ import (
 // orders were admitted and are not written; an admin requeues them once
 // the cause is fixed. It tries for ackPatience (see ack) and reports
 // whether they moved; if not, they stay pending and come back.
-func (w *Writers) deadLetter(itemID int64, msgs []redis.XMessage, reason string) bool {
-	stream, dead := w.keys.Stream(itemID), w.keys.Dead(itemID)
+func (w *Writers) deadLetter(bk gate.Bucket, msgs []redis.XMessage, reason string) bool {
+	stream, dead := w.streamKey(bk), w.keys.Bucket(bk).Dead
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.ID
@@ -41,25 +41,34 @@ func (w *Writers) deadLetter(itemID int64, msgs []redis.XMessage, reason string)
 		return err
 	})
 	if err != nil {
-		w.log.Warn("lua-async writers: entries not moved to the dead-letter stream; left pending", "item", itemID,
+		w.log.Warn("lua-async writers: entries not moved to the dead-letter stream; left pending", "item", bk.Item, "bucket", bk.B,
 			"entries", len(msgs), "err", err)
 		return false
 	}
-	w.log.Error("lua-async: entries moved to the dead-letter stream", "item", itemID, "entries", len(msgs), "reason", reason, "stream", dead)
+	w.log.Error("lua-async: entries moved to the dead-letter stream", "item", bk.Item, "bucket", bk.B, "entries", len(msgs), "reason", reason, "stream", dead)
 	if o := w.cfg.Observer; o != nil {
 		o.DeadLettered(len(msgs))
 	}
 	return true
 }
 
-// DeadLetters lists up to limit entries of an item's dead-letter stream.
+// DeadLetters lists up to limit entries of an item's dead-letter stream
+// (its buckets' streams, bucket by bucket, for an item with several).
 func (q *Queue) DeadLetters(ctx context.Context, id int64, limit int64) ([]stock.DeadLetter, error) {
-	if _, err := q.store.Item(ctx, id); err != nil {
+	it, err := q.store.Item(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	msgs, err := q.rdb.XRangeN(ctx, q.keys.Dead(id), "-", "+", limit).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, gate.Error("read dead letters", err)
+	var msgs []redis.XMessage
+	for _, bk := range gate.AllBuckets(id, it.Buckets) {
+		if int64(len(msgs)) >= limit {
+			break
+		}
+		got, err := q.rdb.XRangeN(ctx, q.keys.Bucket(bk).Dead, "-", "+", limit-int64(len(msgs))).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, gate.Error("read dead letters", err)
+		}
+		msgs = append(msgs, got...)
 	}
 	out := make([]stock.DeadLetter, 0, len(msgs))
 	for _, m := range msgs {
@@ -81,13 +90,31 @@ func (q *Queue) DeadLetters(ctx context.Context, id int64, limit int64) ([]stock
 // Requeue moves every entry of an item's dead-letter stream back
 // to its order stream (with a fresh delivery count), once the cause is
 // fixed, and returns how many moved. Each move is atomic. Entries that are
-// no order at all (no order id or user) stay, and are logged.
+// no order at all (no order id or user) stay, and are logged. An item with
+// several buckets has a dead-letter stream per bucket, each moved back to
+// its own bucket's stream.
 func (q *Queue) Requeue(ctx context.Context, id int64) (int, error) {
-	if _, err := q.store.Item(ctx, id); err != nil {
+	it, err := q.store.Item(ctx, id)
+	if err != nil {
 		return 0, err
 	}
+	moved := 0
+	for _, bk := range gate.AllBuckets(id, it.Buckets) {
+		n, err := q.requeue(ctx, bk)
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
+}
+
+// requeue is Requeue for one stream.
+func (q *Queue) requeue(ctx context.Context, bk gate.Bucket) (int, error) {
 	const page = 1000
-	keys := []string{q.keys.Dead(id), q.keys.Stream(id)}
+	bkk := q.keys.Bucket(bk)
+	id := bk.Item
+	keys := []string{bkk.Dead, bkk.Stream}
 	moved, kept := 0, 0
 	for start := "-"; ; {
 		reply, err := requeueScript.Run(ctx, q.rdb, keys, page, start).Slice()
@@ -112,7 +139,7 @@ func (q *Queue) Requeue(ctx context.Context, id int64) (int, error) {
 	}
 	if kept > 0 {
 		q.log.WarnContext(ctx, "lua-async: dead letters without an order id or user left in the dead-letter stream",
-			"item", id, "kept", kept, "stream", q.keys.Dead(id))
+			"item", id, "kept", kept, "stream", bkk.Dead)
 	}
 	return moved, nil
 }

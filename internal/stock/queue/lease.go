@@ -101,7 +101,7 @@ func (w *Writers) dropLeases() {
 // every quarter of ClaimIdle until the returned stop is called: the claim
 // holds for as long as the batch is in flight, however long a transaction
 // or a backoff takes.
-func (w *Writers) renewing(consumer string, itemID int64) (stop func()) {
+func (w *Writers) renewing(consumer string, bk gate.Bucket) (stop func()) {
 	every := max(w.cfg.ClaimIdle/4, 10*time.Millisecond)
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -115,7 +115,7 @@ func (w *Writers) renewing(consumer string, itemID int64) (stop func()) {
 				return
 			case <-t.C:
 			}
-			w.renew(consumer, itemID, max(w.cfg.ClaimIdle/2, 100*time.Millisecond))
+			w.renew(consumer, bk, max(w.cfg.ClaimIdle/2, 100*time.Millisecond))
 		}
 	}()
 	return func() {
@@ -126,18 +126,18 @@ func (w *Writers) renewing(consumer string, itemID int64) (stop func()) {
 
 // renew resets the idle time of the entries consumer still owns on the
 // item's stream (renew.lua), within timeout.
-func (w *Writers) renew(consumer string, itemID int64, timeout time.Duration) {
+func (w *Writers) renew(consumer string, bk gate.Bucket, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := renewScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)}, Group, consumer, w.cfg.Batch).Err()
+	err := renewScript.Run(ctx, w.rdb, []string{w.streamKey(bk)}, Group, consumer, w.cfg.Batch).Err()
 	if err != nil && !errors.Is(err, redis.Nil) && !isNoGroup(err) {
-		w.log.Warn("lua-async writers: cannot renew claim", "item", itemID, "err", err)
+		w.log.Warn("lua-async writers: cannot renew claim", "item", bk.Item, "bucket", bk.B, "err", err)
 	}
 }
 
 // takeOverDead claims, on every stream, the entries of consumers whose lease
 // is gone, and persists them.
-func (w *Writers) takeOverDead(taker string, items []int64) {
+func (w *Writers) takeOverDead(taker string, items []gate.Bucket) {
 	dead, err := w.deadConsumers(items)
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
@@ -154,19 +154,19 @@ func (w *Writers) takeOverDead(taker string, items []int64) {
 }
 
 type heldBy struct {
-	item     int64
+	item     gate.Bucket
 	consumer string
 }
 
 // deadConsumers lists, per stream, the other processes' consumers that own
 // pending entries and have no lease: two round trips for all streams.
-func (w *Writers) deadConsumers(items []int64) ([]heldBy, error) {
+func (w *Writers) deadConsumers(items []gate.Bucket) ([]heldBy, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	cmds := make([]*redis.XPendingCmd, len(items))
 	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range items {
-			cmds[i] = p.XPending(ctx, w.keys.Stream(id), Group)
+			cmds[i] = p.XPending(ctx, w.streamKey(id), Group)
 		}
 		return nil
 	})
@@ -212,26 +212,26 @@ func (w *Writers) deadConsumers(items []int64) ([]heldBy, error) {
 // takeOver claims a dead consumer's entries of one stream (takeover.lua),
 // sends those delivered more than MaxDeliveries times to the dead-letter
 // stream and persists the others.
-func (w *Writers) takeOver(taker string, itemID int64, dead string) {
+func (w *Writers) takeOver(taker string, bk gate.Bucket, dead string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	// Entries idle for half a lease at least: a dead writer's entries are
 	// older than that by the time its lease is gone, and an entry a
 	// consumer just read is never taken from under it.
 	minIdle := (w.cfg.Lease / 2).Milliseconds()
-	res, err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)},
+	res, err := takeoverScript.Run(ctx, w.rdb, []string{w.streamKey(bk)},
 		Group, dead, taker, minIdle, w.cfg.Batch).Slice()
 	cancel()
 	if err != nil {
 		if isNoGroup(err) {
-			w.regroup(itemID)
+			w.regroup(bk)
 		} else if !errors.Is(err, redis.Nil) {
-			w.log.Warn("lua-async writers: cannot take over a stopped writer's entries", "item", itemID, "writer", dead, "err", err)
+			w.log.Warn("lua-async writers: cannot take over a stopped writer's entries", "item", bk.Item, "bucket", bk.B, "writer", dead, "err", err)
 		}
 		return
 	}
 	counts, msgs, err := ParseTakeover(res)
 	if err != nil {
-		w.log.Error("lua-async writers: unexpected takeover reply", "item", itemID, "err", err)
+		w.log.Error("lua-async writers: unexpected takeover reply", "item", bk.Item, "bucket", bk.B, "err", err)
 		return
 	}
 	if len(msgs) == 0 {
@@ -246,13 +246,13 @@ func (w *Writers) takeOver(taker string, itemID int64, dead string) {
 			ok = append(ok, m)
 		}
 	}
-	w.log.Warn("lua-async writers: took over the entries of a writer whose lease is gone", "item", itemID,
+	w.log.Warn("lua-async writers: took over the entries of a writer whose lease is gone", "item", bk.Item, "bucket", bk.B,
 		"writer", dead, "entries", len(msgs), "dead_lettered", len(over))
 	if len(over) > 0 {
-		w.deadLetter(itemID, over, fmt.Sprintf("delivered more than %d times without being persisted", w.cfg.MaxDeliveries))
+		w.deadLetter(bk, over, fmt.Sprintf("delivered more than %d times without being persisted", w.cfg.MaxDeliveries))
 	}
 	if len(ok) > 0 {
-		w.handle(taker, itemID, ok)
+		w.handle(taker, bk, ok)
 	}
 }
 
@@ -301,10 +301,10 @@ func ParseTakeover(reply []any) (map[string]int64, []redis.XMessage, error) {
 // lease: every process start adds consumers, and a process that ends
 // without holding anything leaves them behind. takeover.lua removes a
 // consumer only if it still owns nothing, in the same step.
-func (w *Writers) forgetIdleConsumers(taker string, itemID int64) {
+func (w *Writers) forgetIdleConsumers(taker string, bk gate.Bucket) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	infos, err := w.rdb.XInfoConsumers(ctx, w.keys.Stream(itemID), Group).Result()
+	infos, err := w.rdb.XInfoConsumers(ctx, w.streamKey(bk), Group).Result()
 	if err != nil {
 		return // no stream or group yet, or Redis out: the next round tries again
 	}
@@ -317,7 +317,7 @@ func (w *Writers) forgetIdleConsumers(taker string, itemID int64) {
 		if n, err := w.rdb.Exists(ctx, w.keys.WriterLease(c.Name)).Result(); err != nil || n > 0 {
 			continue
 		}
-		if err := takeoverScript.Run(ctx, w.rdb, []string{w.keys.Stream(itemID)}, Group, c.Name, taker,
+		if err := takeoverScript.Run(ctx, w.rdb, []string{w.streamKey(bk)}, Group, c.Name, taker,
 			w.cfg.Lease.Milliseconds(), w.cfg.Batch).Err(); err != nil {
 			return
 		}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/stock/gate"
+
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/store"
 )
@@ -25,11 +27,11 @@ const ackPatience = time.Second
 // dead-letter stream at once. It reports whether every entry was settled:
 // written or parked, and acknowledged; those that were not stay pending
 // to consumer.
-func (w *Writers) handle(consumer string, itemID int64, msgs []redis.XMessage) (settled bool) {
+func (w *Writers) handle(consumer string, bk gate.Bucket, msgs []redis.XMessage) (settled bool) {
 	batch := make([]*store.Queued, 0, len(msgs))
 	var bad []redis.XMessage
 	for _, m := range msgs {
-		q, err := ParseEntry(itemID, m)
+		q, err := ParseEntry(bk.Item, m)
 		if err != nil {
 			bad = append(bad, m)
 			continue
@@ -38,11 +40,11 @@ func (w *Writers) handle(consumer string, itemID int64, msgs []redis.XMessage) (
 	}
 	settled = true
 	if len(bad) > 0 {
-		settled = w.deadLetter(itemID, bad, "malformed entry")
+		settled = w.deadLetter(bk, bad, "malformed entry")
 	}
 	// The claim is renewed for as long as the batch is in flight: a
 	// transaction stalled on the database must not let it lapse.
-	defer w.renewing(consumer, itemID)()
+	defer w.renewing(consumer, bk)()
 	// A batch carries one queue epoch (entries of two gates can meet only
 	// when a claimed batch straddles a rebuild).
 	for len(batch) > 0 {
@@ -50,7 +52,7 @@ func (w *Writers) handle(consumer string, itemID int64, msgs []redis.XMessage) (
 		for n < len(batch) && batch[n].Epoch == batch[0].Epoch {
 			n++
 		}
-		settled = w.persist(consumer, itemID, batch[:n]) && settled
+		settled = w.persist(consumer, bk, batch[:n]) && settled
 		batch = batch[n:]
 	}
 	return settled
@@ -61,17 +63,17 @@ func (w *Writers) handle(consumer string, itemID int64, msgs []redis.XMessage) (
 // failing on its own goes to the dead-letter stream. Its caller (handle)
 // renews the claim meanwhile, so no other writer takes the entries over.
 // It reports whether the batch was settled (see handle).
-func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) bool {
+func (w *Writers) persist(consumer string, bk gate.Bucket, batch []*store.Queued) bool {
 	wait := newBackoff()
 	failures := 0
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		start := time.Now()
-		res, err := w.store.PersistQueued(ctx, itemID, batch, store.Now())
+		res, err := w.write(ctx, bk, batch)
 		cancel()
 		if errors.Is(err, store.ErrQueueLost) {
 			w.log.Error("lua-async: a batch from a queue Redis lost is not written; the gate was rebuilt without it (see the README on what a 202 survives)",
-				"item", itemID, "orders", len(batch), "err", err)
+				"item", bk.Item, "bucket", bk.B, "orders", len(batch), "err", err)
 			if o := w.cfg.Observer; o != nil {
 				o.QueueLost(len(batch))
 			}
@@ -86,9 +88,9 @@ func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) 
 			}
 			if len(res.Failed) > 0 {
 				w.log.Error("lua-async: admitted orders refused by the database (Redis lost data?); recorded as failed",
-					"item", itemID, "failed", len(res.Failed))
+					"item", bk.Item, "bucket", bk.B, "failed", len(res.Failed))
 			}
-			return w.ack(itemID, batch)
+			return w.ack(bk, batch)
 		}
 		outage := errors.Is(err, stock.ErrUnavailable)
 		if o := w.cfg.Observer; o != nil {
@@ -97,13 +99,13 @@ func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) 
 		if !outage {
 			failures++
 			if len(batch) > 1 && failures >= 2 {
-				w.log.Warn("lua-async writers: batch keeps failing; writing its orders one by one", "item", itemID, "orders", len(batch), "err", err)
+				w.log.Warn("lua-async writers: batch keeps failing; writing its orders one by one", "item", bk.Item, "bucket", bk.B, "orders", len(batch), "err", err)
 				settled := true
 				for _, q := range batch {
 					if w.stopped() {
 						return false
 					}
-					settled = w.persist(consumer, itemID, []*store.Queued{q}) && settled
+					settled = w.persist(consumer, bk, []*store.Queued{q}) && settled
 				}
 				return settled
 			}
@@ -112,16 +114,26 @@ func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) 
 				for i, q := range batch {
 					msgs[i] = message(q)
 				}
-				return w.deadLetter(itemID, msgs, err.Error())
+				return w.deadLetter(bk, msgs, err.Error())
 			}
 		}
 		if failures <= 1 && (wait.n == 0 || wait.every(10*time.Second)) {
-			w.log.Warn("lua-async writers: batch not persisted; retrying", "item", itemID, "orders", len(batch), "outage", outage, "err", err)
+			w.log.Warn("lua-async writers: batch not persisted; retrying", "item", bk.Item, "bucket", bk.B, "orders", len(batch), "outage", outage, "err", err)
 		}
 		if !w.sleep(wait.next()) {
 			return false // stopping: the entries stay pending for another writer
 		}
 	}
+}
+
+// write persists a batch of stream bk: on the items row, or on bucket row
+// bk.B of an item with several buckets (whose stream holds only the orders
+// of buyers whose home is bk.B).
+func (w *Writers) write(ctx context.Context, bk gate.Bucket, batch []*store.Queued) (store.Persisted, error) {
+	if bk.K > 1 {
+		return w.store.PersistQueuedBucket(ctx, bk.Item, bk.B, batch, store.Now())
+	}
+	return w.store.PersistQueued(ctx, bk.Item, batch, store.Now())
 }
 
 // ack acknowledges and deletes persisted entries and drops their queued
@@ -130,14 +142,14 @@ func (w *Writers) persist(consumer string, itemID int64, batch []*store.Queued) 
 // unacknowledged is ever trimmed. If Redis is out it keeps trying for
 // ackPatience, then reports false: the entries stay pending, are read
 // again, and found done.
-func (w *Writers) ack(itemID int64, batch []*store.Queued) bool {
+func (w *Writers) ack(bk gate.Bucket, batch []*store.Queued) bool {
 	ids := make([]string, len(batch))
 	markers := make([]string, len(batch))
 	for i, q := range batch {
 		ids[i] = q.Entry
-		markers[i] = w.keys.Queued(itemID, q.ID)
+		markers[i] = w.keys.Bucket(bk).Queued(q.ID)
 	}
-	stream := w.keys.Stream(itemID)
+	stream := w.streamKey(bk)
 	err := w.patiently(func(ctx context.Context) error {
 		_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.XAck(ctx, stream, Group, ids...)
@@ -149,7 +161,7 @@ func (w *Writers) ack(itemID int64, batch []*store.Queued) bool {
 	})
 	if err != nil {
 		w.log.Warn("lua-async writers: persisted entries not acknowledged; left pending, to be read again and found written",
-			"item", itemID, "entries", len(ids), "err", err)
+			"item", bk.Item, "bucket", bk.B, "entries", len(ids), "err", err)
 		return false
 	}
 	w.dropIndexes(batch)

@@ -9,8 +9,10 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,6 +40,7 @@ type Queue struct {
 	cluster bool
 
 	building gate.Builds // one gate build per item at a time here
+	buckets  sync.Map    // item id -> its bucket count (int), which never changes
 }
 
 // New checks cfg, starts the durability watch and the writers. Close stops
@@ -82,15 +85,23 @@ func (q *Queue) Close() {
 // ConsumerPrefix starts the consumer name of every writer of this process.
 func (q *Queue) ConsumerPrefix() string { return q.writers.name }
 
-// Added makes a new lua-async item's stream known to this process's
-// writers at once.
-func (q *Queue) Added(id int64) { q.writers.Added(id) }
+// Added makes a new lua-async item's streams (one per bucket) known to
+// this process's writers at once.
+func (q *Queue) Added(id int64, buckets int) { q.writers.Added(id, buckets) }
 
 // Enqueue checks the Idempotency-Key, the sale window, the buyer and what
 // is left, takes a unit and queues the order orderID on the item's stream,
 // atomically (enqueue.lua); a missing gate is built first. The order comes
 // back pending: it will be in the database once a writer reaches it.
-// replayOf is set instead when the key already names an order. Refusals:
+// replayOf is set instead when the key already names an order.
+//
+// On an item with several buckets the script runs on the buyer's home
+// bucket (its meta, buyers, stream and marker, all in the bucket's slot);
+// an empty home is refilled from the others (gate.Rebalance) and tried
+// again, at most reserveRounds times, and the answer is sold out only when
+// every bucket was found empty at one instant. The Idempotency-Key lives
+// in the bucket the key picks, generally not the home: the caller claims
+// it before (shop), and the script only records it on the entry. Refusals:
 // stock.ErrIdempotencyConflict, *gate.DupError, stock.ErrSoldOut,
 // stock.ErrSaleNotStarted, stock.ErrSaleEnded, and stock.ErrUnavailable
 // while fsync durability is asked for and Redis does not give it.
@@ -99,10 +110,18 @@ func (q *Queue) Enqueue(ctx context.Context, it *stock.Item, req stock.OrderRequ
 		return nil, "", err
 	}
 	now := time.Now()
-	hk := q.hot.Get(q.keys, it.ID)
-	keys := []string{hk.Meta, hk.Buyers, hk.Stream, q.keys.Queued(it.ID, orderID)}
+	home := gate.HomeBucket(it.ID, it.Buckets, req.UserID)
+	var keys []string
+	if home.K > 1 {
+		q.buckets.Store(it.ID, home.K)
+		bk := q.keys.Bucket(home)
+		keys = []string{bk.Meta, bk.Buyers, bk.Stream, bk.Queued(orderID)}
+	} else {
+		hk := q.hot.Get(q.keys, it.ID)
+		keys = []string{hk.Meta, hk.Buyers, hk.Stream, q.keys.Queued(it.ID, orderID)}
+	}
 	withKey, withIndex := "0", "0"
-	if req.IdempotencyKey != "" {
+	if req.IdempotencyKey != "" && home.K <= 1 {
 		keys = append(keys, q.keys.Idem(it.ID, req.IdempotencyKey))
 		withKey = "1"
 	}
@@ -116,7 +135,8 @@ func (q *Queue) Enqueue(ctx context.Context, it *stock.Item, req stock.OrderRequ
 	args := []any{req.UserID, orderID, now.UnixMilli(), req.IdempotencyKey,
 		int64(q.cfg.IdempotencyTTL / time.Second), int64(q.cfg.QueuedOrderTTL / time.Second),
 		it.ID, withKey, withIndex, passFlag(req.Pass)}
-	for attempt := 0; ; attempt++ {
+	built := false
+	for round := 0; round < reserveRounds; round++ {
 		// An enqueue abandoned in flight needs no settling: the script is
 		// atomic, and the order it queued is written like any other (the
 		// lost 202 is found by a keyed retry; a retry without a key hears
@@ -144,15 +164,33 @@ func (q *Queue) Enqueue(ctx context.Context, it *stock.Item, req stock.OrderRequ
 		case "room":
 			return nil, "", fmt.Errorf("item %d: %w", it.ID, stock.ErrPassRequired)
 		case "sold_out":
-			return nil, "", stock.ErrSoldOut
+			if home.K <= 1 {
+				return nil, "", stock.ErrSoldOut
+			}
+			soldOut, err := q.gate.Rebalance(ctx, it.ID, home.K, home.B)
+			switch {
+			case err == nil && soldOut:
+				return nil, "", stock.ErrSoldOut
+			case errors.Is(err, gate.ErrMissing):
+				if built {
+					return nil, "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, stock.ErrUnavailable)
+				}
+				built = true
+				if err := q.BuildGate(ctx, it.ID); err != nil {
+					return nil, "", err
+				}
+			case err != nil:
+				return nil, "", err
+			}
 		case "not_started":
 			return nil, "", stock.ErrSaleNotStarted
 		case "ended":
 			return nil, "", stock.ErrSaleEnded
 		case "missing":
-			if attempt > 0 {
+			if built {
 				return nil, "", fmt.Errorf("redis: gate for item %d vanished while rebuilding: %w", it.ID, stock.ErrUnavailable)
 			}
+			built = true
 			if err := q.BuildGate(ctx, it.ID); err != nil {
 				return nil, "", err
 			}
@@ -160,6 +198,27 @@ func (q *Queue) Enqueue(ctx context.Context, it *stock.Item, req stock.OrderRequ
 			return nil, "", fmt.Errorf("redis: enqueue: unexpected status %q", res[0])
 		}
 	}
+	return nil, "", fmt.Errorf("item %d: its buckets kept emptying while units were moved to this buyer's; try again: %w", it.ID, stock.ErrUnavailable)
+}
+
+// reserveRounds bounds the enqueue attempts of one order on an item with
+// several buckets, each after its home bucket was found empty and units
+// were moved there (someone else may take them first).
+const reserveRounds = 32
+
+// bucketsOf is item id's bucket count: known from an order, or read from
+// the database once (it never changes).
+func (q *Queue) bucketsOf(ctx context.Context, id int64) (int, error) {
+	if v, ok := q.buckets.Load(id); ok {
+		return v.(int), nil
+	}
+	it, err := q.store.Item(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	k := max(1, it.Buckets)
+	q.buckets.Store(id, k)
+	return k, nil
 }
 
 // passFlag is the enqueue script's pass argument: "1" when the order

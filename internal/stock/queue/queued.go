@@ -77,14 +77,54 @@ func (q *Queue) QueuedOrderOf(ctx context.Context, itemID int64, id string) (*st
 }
 
 func (q *Queue) marked(ctx context.Context, itemID int64, id string) (*stock.Order, error) {
-	m, err := q.rdb.Get(ctx, q.keys.Queued(itemID, id)).Result()
+	m, err := q.marker(ctx, itemID, id)
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("order %s: %w", id, stock.ErrNotFound)
 	}
 	if err != nil {
-		return nil, gate.Error("read queued order", err)
+		return nil, err
 	}
 	return parseMarker(id, strconv.FormatInt(itemID, 10)+"|"+m)
+}
+
+// marker reads order id's queued marker ("user|unix ms|key"); redis.Nil
+// when there is none. An item with several buckets has its marker in the
+// buyer's home bucket, which the order id does not tell: the K buckets'
+// markers are read in one pipeline (K <= 64, and only for an order not in
+// the database yet).
+func (q *Queue) marker(ctx context.Context, itemID int64, id string) (string, error) {
+	k, err := q.bucketsOf(ctx, itemID)
+	if err != nil {
+		return "", err
+	}
+	if k <= 1 {
+		m, err := q.rdb.Get(ctx, q.keys.Queued(itemID, id)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", gate.Error("read queued order", err)
+		}
+		return m, err
+	}
+	cmds := make([]*redis.StringCmd, k)
+	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b, bk := range gate.AllBuckets(itemID, k) {
+			cmds[b] = p.Get(ctx, q.keys.Bucket(bk).Queued(id))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", gate.Error("read queued order", err)
+	}
+	for _, c := range cmds {
+		if m, err := c.Result(); err == nil {
+			return m, nil
+		}
+	}
+	for _, c := range cmds {
+		if err := c.Err(); !errors.Is(err, redis.Nil) {
+			return "", gate.Error("read queued order", err) // a bucket that could not say
+		}
+	}
+	return "", redis.Nil
 }
 
 // parseMarker reads "item|user|unix ms|key" (key "" for none); a marker
@@ -118,12 +158,12 @@ func parseMarkerKey(id, v string) (o *stock.Order, key string, known bool, err e
 // the order is not queued (written, failed, or never) or its marker is
 // older than the key's place in it.
 func (q *Queue) QueuedKey(ctx context.Context, itemID int64, id string) (key string, known bool, err error) {
-	m, err := q.rdb.Get(ctx, q.keys.Queued(itemID, id)).Result()
+	m, err := q.marker(ctx, itemID, id)
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, gate.Error("read queued order", err)
+		return "", false, err
 	}
 	_, key, known, err = parseMarkerKey(id, strconv.FormatInt(itemID, 10)+"|"+m)
 	return key, known, err

@@ -3,9 +3,12 @@ package queue
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock/gate"
 )
 
 // A writer reads every lua-async stream and persists what it gets. Each
@@ -22,7 +25,8 @@ import (
 // backoff, its new entries being read and written meanwhile. Writing is
 // idempotent, so an entry read twice is found done.
 
-// streamState is what one writer knows about one item's stream.
+// streamState is what one writer knows about one stream: an item's, or
+// one bucket's of an item with several (each has a stream of its own).
 type streamState struct {
 	wait    backoff
 	retryAt time.Time // a failed read: none before
@@ -46,27 +50,27 @@ func (s *streamState) unsettled() {
 type reader struct {
 	consumer string
 	idle     idleWait
-	streams  map[int64]*streamState
+	streams  map[gate.Bucket]*streamState
 }
 
 // streamRetryMax caps a failing stream's backoff: a master back (or a
 // replica promoted) is read again within a second.
 const streamRetryMax = time.Second
 
-func (r *reader) stream(id int64) *streamState {
-	s, ok := r.streams[id]
+func (r *reader) stream(bk gate.Bucket) *streamState {
+	s, ok := r.streams[bk]
 	if !ok {
 		s = &streamState{wait: backoff{max: streamRetryMax}, owedFor: backoff{max: streamRetryMax}}
-		r.streams[id] = s
+		r.streams[bk] = s
 	}
 	return s
 }
 
-// due lists the items whose stream may be read now; when none, how long
-// until one may.
-func (r *reader) due(items []int64) ([]int64, time.Duration) {
+// due lists the streams that may be read now; when none, how long until
+// one may.
+func (r *reader) due(items []gate.Bucket) ([]gate.Bucket, time.Duration) {
 	now := time.Now()
-	out := make([]int64, 0, len(items))
+	out := make([]gate.Bucket, 0, len(items))
 	var wake time.Duration
 	for _, id := range items {
 		at := r.stream(id).retryAt
@@ -83,7 +87,7 @@ func (r *reader) due(items []int64) ([]int64, time.Duration) {
 func (w *Writers) writer(consumer string) {
 	defer w.wg.Done()
 	ctx := context.Background()
-	r := &reader{consumer: consumer, idle: idleWait{max: w.cfg.Block}, streams: map[int64]*streamState{}}
+	r := &reader{consumer: consumer, idle: idleWait{max: w.cfg.Block}, streams: map[gate.Bucket]*streamState{}}
 	for !w.stopped() {
 		items, wake := r.due(w.active(ctx))
 		if len(items) == 0 {
@@ -94,9 +98,11 @@ func (w *Writers) writer(consumer string) {
 			continue
 		}
 		got := 0
-		for _, res := range w.read(ctx, r, items) {
+		reads := w.read(ctx, r, items)
+		settled := w.handleAll(r.consumer, reads)
+		for i, res := range reads {
 			got += len(res.msgs)
-			w.took(r, res)
+			w.took(r, res, settled[i])
 		}
 		if w.polls(items) {
 			if got > 0 {
@@ -108,9 +114,48 @@ func (w *Writers) writer(consumer string) {
 	}
 }
 
-// took handles what one stream's read gave.
-func (w *Writers) took(r *reader, res streamRead) {
-	st := r.stream(res.item)
+// handleAll persists what each stream's read gave, the streams' batches
+// concurrently (at most maxParallelBatches at once): the K batches of one
+// item with K bucket rows commit on K rows in parallel, each acknowledged
+// in its own slot. settled[i] says whether reads[i]'s entries were all
+// settled (see handle); it is true for a read that gave none.
+func (w *Writers) handleAll(consumer string, reads []streamRead) []bool {
+	settled := make([]bool, len(reads))
+	var todo []int
+	for i, res := range reads {
+		settled[i] = true
+		if (res.err == nil || errors.Is(res.err, redis.Nil)) && len(res.msgs) > 0 {
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) == 1 {
+		i := todo[0]
+		settled[i] = w.handle(consumer, reads[i].stream, reads[i].msgs)
+		return settled
+	}
+	sem := make(chan struct{}, maxParallelBatches)
+	var wg sync.WaitGroup
+	for _, i := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			settled[i] = w.handle(consumer, reads[i].stream, reads[i].msgs)
+		}(i)
+	}
+	wg.Wait()
+	return settled
+}
+
+// maxParallelBatches bounds the batches one writer has in flight at once
+// (one per stream that delivered in a round).
+const maxParallelBatches = 8
+
+// took updates the stream's state after its read and, if it gave entries,
+// their handling (settled).
+func (w *Writers) took(r *reader, res streamRead, settled bool) {
+	st := r.stream(res.stream)
 	switch {
 	case res.err == nil || errors.Is(res.err, redis.Nil):
 		st.wait.reset()
@@ -122,7 +167,7 @@ func (w *Writers) took(r *reader, res streamRead) {
 			}
 			return
 		}
-		if !w.handle(r.consumer, res.item, res.msgs) {
+		if !settled {
 			st.unsettled()
 		} else if res.history {
 			// Read it again at once: there may be more than a batch,
@@ -132,8 +177,8 @@ func (w *Writers) took(r *reader, res streamRead) {
 	case isNoGroup(res.err):
 		// Its pending entries went with the group: none is owed.
 		w.log.Warn("lua-async writers: a consumer group is missing (Redis lost data?); creating it again",
-			"item", res.item, "err", res.err)
-		w.regroup(res.item)
+			"item", res.stream.Item, "bucket", res.stream.B, "err", res.err)
+		w.regroup(res.stream)
 		st.owed = false
 	default:
 		// The read may have run and its reply been lost: what it
@@ -142,14 +187,14 @@ func (w *Writers) took(r *reader, res streamRead) {
 		d := st.wait.next()
 		st.retryAt = time.Now().Add(d)
 		if d == st.wait.first() || st.wait.every(10*time.Second) {
-			w.log.Warn("lua-async writers: cannot read a stream; retrying it", "item", res.item, "in", d, "err", res.err)
+			w.log.Warn("lua-async writers: cannot read a stream; retrying it", "item", res.stream.Item, "bucket", res.stream.B, "in", d, "err", res.err)
 		}
 	}
 }
 
-// streamRead is what one read got from an item's stream.
+// streamRead is what one read got from a stream.
 type streamRead struct {
-	item    int64
+	stream  gate.Bucket
 	msgs    []redis.XMessage
 	err     error
 	history bool // this writer's own pending entries, not new ones
@@ -158,18 +203,18 @@ type streamRead struct {
 // polls reports whether items are read one XREADGROUP each, without
 // blocking: on a Redis Cluster with several items (a blocking read of one
 // would starve the others).
-func (w *Writers) polls(items []int64) bool { return w.oneStreamPerRead && len(items) > 1 }
+func (w *Writers) polls(items []gate.Bucket) bool { return w.oneStreamPerRead && len(items) > 1 }
 
 // read takes entries of the items' streams for r's consumer: new ones, or
 // its own pending ones where a stream owes some. One blocking XREADGROUP
 // over every stream, or, when it polls, one XREADGROUP per stream in a
 // pipeline, each with its own result.
-func (w *Writers) read(ctx context.Context, r *reader, items []int64) []streamRead {
+func (w *Writers) read(ctx context.Context, r *reader, items []gate.Bucket) []streamRead {
 	now := time.Now()
 	out := make([]streamRead, len(items))
 	ids := make([]string, len(items)) // where each stream is read from
 	for i, id := range items {
-		out[i] = streamRead{item: id, history: r.stream(id).history(now)}
+		out[i] = streamRead{stream: id, history: r.stream(id).history(now)}
 		ids[i] = ">"
 		if out[i].history {
 			ids[i] = "0"
@@ -178,7 +223,7 @@ func (w *Writers) read(ctx context.Context, r *reader, items []int64) []streamRe
 	if !w.polls(items) {
 		streams := make([]string, 0, 2*len(items))
 		for _, id := range items {
-			streams = append(streams, w.keys.Stream(id))
+			streams = append(streams, w.streamKey(id))
 		}
 		streams = append(streams, ids...)
 		res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: r.consumer,
@@ -189,7 +234,7 @@ func (w *Writers) read(ctx context.Context, r *reader, items []int64) []streamRe
 		}
 		// One command: its error is every stream's.
 		for i, id := range items {
-			out[i].msgs, out[i].err = got[w.keys.Stream(id)], err
+			out[i].msgs, out[i].err = got[w.streamKey(id)], err
 		}
 		return out
 	}
@@ -197,7 +242,7 @@ func (w *Writers) read(ctx context.Context, r *reader, items []int64) []streamRe
 	_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range items {
 			cmds[i] = p.XReadGroup(ctx, &redis.XReadGroupArgs{Group: Group, Consumer: r.consumer,
-				Streams: []string{w.keys.Stream(id), ids[i]}, Count: int64(w.cfg.Batch), Block: -1})
+				Streams: []string{w.streamKey(id), ids[i]}, Count: int64(w.cfg.Batch), Block: -1})
 		}
 		return nil
 	}) // each command carries its own error

@@ -14,18 +14,40 @@ import (
 	"github.com/seckill/seckill/internal/stock/store"
 )
 
-// Stats reads the queue of a lua-async item.
+// Stats reads the queue of a lua-async item: the sums of its buckets'
+// streams (the oldest entry of any) for an item with several.
 func (q *Queue) Stats(ctx context.Context, id int64) (stock.AsyncStats, error) {
-	return stats(ctx, q.rdb, q.keys, id)
+	k, err := q.bucketsOf(ctx, id)
+	if err != nil {
+		return stock.AsyncStats{}, err
+	}
+	return itemStats(ctx, q.rdb, q.keys, id, k)
 }
 
-func stats(ctx context.Context, rdb redis.UniversalClient, keys gate.Keys, id int64) (stock.AsyncStats, error) {
+// itemStats sums the stats of an item's k streams.
+func itemStats(ctx context.Context, rdb redis.UniversalClient, keys gate.Keys, id int64, k int) (stock.AsyncStats, error) {
+	var total stock.AsyncStats
+	for _, bk := range gate.AllBuckets(id, k) {
+		st, err := stats(ctx, rdb, keys, bk)
+		if err != nil {
+			return total, err
+		}
+		total.Queued += st.Queued
+		total.Unacked += st.Unacked
+		total.DeadLetters += st.DeadLetters
+		total.OldestAge = max(total.OldestAge, st.OldestAge)
+	}
+	return total, nil
+}
+
+func stats(ctx context.Context, rdb redis.UniversalClient, keys gate.Keys, bk gate.Bucket) (stock.AsyncStats, error) {
 	var st stock.AsyncStats
-	stream := keys.Stream(id)
+	bkk := keys.Bucket(bk)
+	stream := bkk.Stream
 	pipe := rdb.Pipeline()
 	qlen := pipe.XLen(ctx, stream)
 	pend := pipe.XPending(ctx, stream, Group)
-	dlen := pipe.XLen(ctx, keys.Dead(id))
+	dlen := pipe.XLen(ctx, bkk.Dead)
 	first := pipe.XRangeN(ctx, stream, "-", "+", 1)
 	_, _ = pipe.Exec(ctx)
 	for _, c := range []redis.Cmder{qlen, dlen, first} {
@@ -60,12 +82,12 @@ func (w *Writers) Backlog(ctx context.Context) (stock.AsyncStats, error) {
 
 func backlog(ctx context.Context, st *store.Store, rdb redis.UniversalClient, keys gate.Keys) (stock.AsyncStats, error) {
 	var total stock.AsyncStats
-	ids, err := st.ItemsSoldBy(ctx, stock.StrategyLuaAsync)
+	items, err := st.ItemBucketsSoldBy(ctx, stock.StrategyLuaAsync)
 	if err != nil {
 		return total, err
 	}
-	for _, id := range ids {
-		st, err := stats(ctx, rdb, keys, id)
+	for _, it := range items {
+		st, err := itemStats(ctx, rdb, keys, it.ID, it.Buckets)
 		if err != nil {
 			return total, err
 		}

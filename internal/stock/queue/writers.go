@@ -37,10 +37,10 @@ type Writers struct {
 	oneStreamPerRead bool
 
 	mu         sync.Mutex
-	items      []int64
+	items      []gate.Bucket // the streams: one per item, or per bucket of an item with several
 	refreshed  time.Time
-	grouped    map[int64]bool
-	groupRetry map[int64]time.Time // no group creation before (Redis failed)
+	grouped    map[gate.Bucket]bool
+	groupRetry map[gate.Bucket]time.Time // no group creation before (Redis failed)
 	groupWarn  time.Time           // last warning about it
 
 	stop chan struct{}
@@ -64,7 +64,7 @@ func StartWriters(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, cf
 	host, _ := os.Hostname()
 	w := &Writers{cfg: cfg, store: st, rdb: rdb, keys: keys, log: log,
 		name:    fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(3)),
-		grouped: map[int64]bool{}, groupRetry: map[int64]time.Time{}, stop: make(chan struct{}), hbStop: make(chan struct{})}
+		grouped: map[gate.Bucket]bool{}, groupRetry: map[gate.Bucket]time.Time{}, stop: make(chan struct{}), hbStop: make(chan struct{})}
 	_, w.oneStreamPerRead = rdb.(*redis.ClusterClient)
 	w.start()
 	return w, nil
@@ -127,14 +127,18 @@ func (w *Writers) sleep(d time.Duration) bool {
 	}
 }
 
-// active lists the lua-async items, from the database at most once a
-// second, and makes sure each stream has the consumer group.
-func (w *Writers) active(ctx context.Context) []int64 {
+// active lists the lua-async streams (one per item, or one per bucket of
+// an item with several), from the database at most once a second, and
+// makes sure each stream has the consumer group.
+func (w *Writers) active(ctx context.Context) []gate.Bucket {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if time.Since(w.refreshed) >= time.Second {
-		if ids, err := w.store.ItemsSoldBy(ctx, stock.StrategyLuaAsync); err == nil {
-			w.items = ids
+		if items, err := w.store.ItemBucketsSoldBy(ctx, stock.StrategyLuaAsync); err == nil {
+			w.items = w.items[:0]
+			for _, it := range items {
+				w.items = append(w.items, gate.AllBuckets(it.ID, it.Buckets)...)
+			}
 			w.refreshed = time.Now()
 		} else if w.refreshed.IsZero() || time.Since(w.refreshed) > 10*time.Second {
 			w.log.Warn("lua-async writers: cannot list items; using the last list", "err", err)
@@ -152,13 +156,13 @@ func (w *Writers) active(ctx context.Context) []int64 {
 			w.groupRetry[id] = time.Now().Add(time.Second)
 			if time.Since(w.groupWarn) >= 10*time.Second {
 				w.groupWarn = time.Now()
-				w.log.Warn("lua-async writers: cannot create consumer group; retrying", "item", id, "err", err)
+				w.log.Warn("lua-async writers: cannot create consumer group; retrying", "item", id.Item, "bucket", id.B, "err", err)
 			}
 			break
 		}
 		w.grouped[id] = true
 	}
-	out := make([]int64, 0, len(w.items))
+	out := make([]gate.Bucket, 0, len(w.items))
 	for _, id := range w.items {
 		if w.grouped[id] {
 			out = append(out, id)
@@ -167,37 +171,42 @@ func (w *Writers) active(ctx context.Context) []int64 {
 	return out
 }
 
-// Added makes a new item's stream known at once (this process created it).
-func (w *Writers) Added(id int64) {
+// Added makes a new item's streams (one per bucket) known at once (this
+// process created it).
+func (w *Writers) Added(id int64, buckets int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, have := range w.items {
-		if have == id {
+		if have.Item == id {
 			return
 		}
 	}
-	w.items = append(w.items, id)
+	w.items = append(w.items, gate.AllBuckets(id, buckets)...)
 }
 
 // regroup forgets that the item's group exists, after Redis said it is
 // missing (its master lost its data): the next active() creates it again.
-func (w *Writers) regroup(id int64) {
+func (w *Writers) regroup(id gate.Bucket) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.grouped, id)
 }
 
-// ensureGroup creates the item's consumer group at the start of the stream
-// (creating the stream if needed), so entries added before are delivered.
-func (w *Writers) ensureGroup(ctx context.Context, id int64) error {
+// ensureGroup creates the stream's consumer group at its start (creating
+// the stream if needed), so entries added before are delivered.
+func (w *Writers) ensureGroup(ctx context.Context, id gate.Bucket) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	err := w.rdb.XGroupCreateMkStream(ctx, w.keys.Stream(id), Group, "0").Err()
+	err := w.rdb.XGroupCreateMkStream(ctx, w.streamKey(id), Group, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return gate.Error("create consumer group", err)
 	}
 	return nil
 }
+
+// streamKey is the stream of bk: the item's (Keys.Stream) for bucket 0,
+// the bucket's own otherwise.
+func (w *Writers) streamKey(bk gate.Bucket) string { return w.keys.Bucket(bk).Stream }
 
 func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
 

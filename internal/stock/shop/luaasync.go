@@ -31,10 +31,22 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 	if err != nil {
 		return nil, false, fmt.Errorf("order id: %w", err)
 	}
+	orderID := id.String()
+	// An item with several buckets keeps the key's claim in the bucket the
+	// key picks, not in the home bucket the script runs on: it is claimed
+	// first, naming the order id (claimAsync).
+	claimed := it.Buckets > 1 && req.IdempotencyKey != ""
+	rerun := false
+	if claimed {
+		var prev *stock.Order
+		if orderID, rerun, prev, err = s.claimAsync(ctx, it, req, orderID); err != nil || prev != nil {
+			return prev, prev != nil, err
+		}
+	}
 	gen := s.soldOut.Generation(it.ID)
-	o, replayOf, err := s.queue.Enqueue(ctx, it, req, id.String())
+	o, replayOf, err := s.queue.Enqueue(ctx, it, req, orderID)
 	if errors.Is(err, stock.ErrPassRequired) && s.staleRoomMark(ctx, it.ID) {
-		o, replayOf, err = s.queue.Enqueue(ctx, it, req, id.String())
+		o, replayOf, err = s.queue.Enqueue(ctx, it, req, orderID)
 	}
 	if req.IdempotencyKey == "" {
 		s.notePurchase(it.ID, req.UserID, err)
@@ -44,7 +56,16 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 	case err == nil && replayOf != "":
 		return s.replayAsync(ctx, it.ID, replayOf)
 	case err == nil:
-		return o, false, nil
+		return o, rerun, nil
+	case claimed && !errors.As(err, &dup):
+		// Refused, with no order queued under the claim's id: the claim
+		// is kept for the user with no order ("user|"), so a retry runs
+		// again (as a lua claim left pending does).
+		s.settle(ctx, it, req, "")
+		if errors.Is(err, stock.ErrSoldOut) {
+			s.markSoldOut(ctx, it.ID, gen)
+		}
+		return nil, false, err
 	case errors.As(err, &dup) && req.IdempotencyKey != "":
 		// The script found no claim of this key (a claim naming an order
 		// is a replay). While the buyer's order is queued, its marker
@@ -54,7 +75,13 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 		// down while the queue admits.
 		if key, known, kerr := s.queue.QueuedKey(ctx, it.ID, dup.OrderID); kerr == nil && known {
 			if key == req.IdempotencyKey {
+				if claimed {
+					s.settle(ctx, it, req, dup.OrderID)
+				}
 				return s.replayAsync(ctx, it.ID, dup.OrderID)
+			}
+			if claimed {
+				s.settle(ctx, it, req, "")
 			}
 			return nil, false, err
 		}
@@ -64,7 +91,13 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 		// written (503 if it is not).
 		prev, twinErr := s.replay(ctx, it, req, true)
 		if prev != nil {
+			if claimed {
+				s.settle(ctx, it, req, prev.ID)
+			}
 			return prev, true, nil
+		}
+		if claimed && twinErr == nil {
+			s.settle(ctx, it, req, "")
 		}
 		if twinErr != nil {
 			// The database could not tell (down, or slow). While the
@@ -115,7 +148,59 @@ func (s *Service) soldOutAsync(ctx context.Context, it *stock.Item, req stock.Or
 	case orderID == "":
 		return nil, false, stock.ErrSoldOut
 	}
-	return s.replayAsync(ctx, it.ID, orderID)
+	o, replayed, err := s.replayAsync(ctx, it.ID, orderID)
+	if it.Buckets > 1 && errors.Is(err, stock.ErrNotFound) {
+		// A bucketed item's claim names its order before the order is
+		// queued: this one never was (its request died in between).
+		return nil, false, stock.ErrSoldOut
+	}
+	return o, replayed, err
+}
+
+// claimAsync claims req's Idempotency-Key for a lua-async item with
+// several buckets, where the claim lives in the bucket the key picks and
+// so cannot be bound inside the enqueue script (which runs on the buyer's
+// home bucket): SET key "user|orderID" NX GET, the order id made first.
+// It gives the order id to enqueue, or the earlier request's answer
+// (prev, or its failure as err):
+//   - no claim: orderID, claimed now;
+//   - the claim names order X: X's answer if X is written, queued or
+//     failed; if X is nowhere (its request died between the claim and
+//     the enqueue, or is still between them), X is enqueued again
+//     (rerun): the script answers ok for X once whoever runs first queued
+//     it, never a second entry;
+//   - the claim names no order (an earlier refusal): it is taken again
+//     for orderID;
+//   - another user's claim: stock.ErrIdempotencyConflict.
+func (s *Service) claimAsync(ctx context.Context, it *stock.Item, req stock.OrderRequest, orderID string) (id string, rerun bool, prev *stock.Order, err error) {
+	key := s.idemKey(it, req.IdempotencyKey)
+	var cmd *redis.StatusCmd
+	if err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
+		cmd = p.SetArgs(ctx, key, req.UserID+"|"+orderID, redis.SetArgs{Mode: "NX", Get: true, TTL: s.cfg.IdempotencyTTL})
+	}, nil); err != nil {
+		return "", false, nil, gate.Error("claim idempotency key", err)
+	}
+	state, held, err := claimState(cmd.Val(), cmd.Err(), req.UserID)
+	switch {
+	case err != nil:
+		return "", false, nil, err
+	case state == claimNew:
+		return orderID, false, nil, nil
+	case state == claimOpen:
+		err := s.rdb.SetArgs(ctx, key, req.UserID+"|"+orderID, redis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", false, nil, gate.Error("claim idempotency key", err)
+		}
+		return orderID, false, nil, nil
+	}
+	o, _, err := s.replayAsync(ctx, it.ID, held)
+	switch {
+	case err == nil:
+		return "", false, o, nil
+	case errors.Is(err, stock.ErrNotFound):
+		return held, true, nil, nil
+	}
+	return "", false, nil, err
 }
 
 // replayAsync answers a request whose Idempotency-Key names the lua-async

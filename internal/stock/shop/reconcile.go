@@ -245,6 +245,25 @@ func (s *Service) bucketsSeen(ctx context.Context, it *stock.Item, seen *redisSe
 	}
 	seen.buyers = v.Buyers
 	plan.buckets = v
+	if it.Strategy.Queued() {
+		// Each bucket's queue: its stream and dead letters.
+		for _, bk := range gate.AllBuckets(it.ID, it.Buckets) {
+			keys := s.keys.Bucket(bk)
+			var queued, dead *redis.XMessageSliceCmd
+			_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				queued = p.XRange(ctx, keys.Stream, "-", "+")
+				dead = p.XRange(ctx, keys.Dead, "-", "+")
+				return nil
+			})
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return nil, gate.Error("read queue", err)
+			}
+			seen.entries = append(seen.entries, queued.Val()...)
+			seen.entries = append(seen.entries, dead.Val()...)
+			seen.queued += int64(len(queued.Val()))
+			seen.dead += int64(len(dead.Val()))
+		}
+	}
 	if !v.Present {
 		return nil, nil
 	}
@@ -297,6 +316,13 @@ func (s *Service) applyRepair(ctx context.Context, r *stock.Reconciliation, plan
 	err = s.store.WithItemLocked(ctx, r.ItemID, func(ctx context.Context, locked *store.LockedItem) error {
 		units, err := locked.Stock(ctx)
 		if err != nil {
+			return err
+		}
+		if plan.buckets.PerBucket != nil && r.Strategy.Queued() {
+			// Exact under the locks whatever moved since the report: no
+			// batch commits, and the metas go before the streams are read.
+			err := s.queue.RebuildLocked(ctx, locked)
+			repaired = err == nil
 			return err
 		}
 		if plan.buckets.PerBucket != nil {

@@ -43,7 +43,7 @@ func (s *Service) ChangeRoom(ctx context.Context, id int64, write store.WithItem
 		if !on {
 			return nil // unmarked once committed, below
 		}
-		return s.gate.MarkRoom(ctx, id, true)
+		return s.gate.MarkRoom(ctx, id, it.Buckets, true)
 	})
 	if err == nil && roomed {
 		return nil
@@ -59,8 +59,12 @@ func (s *Service) ChangeRoom(ctx context.Context, id int64, write store.WithItem
 func (s *Service) syncRoomMark(ctx context.Context, id int64) error {
 	ctx, cancel := context.WithTimeout(ctx, returnTimeout)
 	defer cancel()
+	it, err := s.routing(ctx, id)
+	if err != nil {
+		return err
+	}
 	return s.store.ChangeRoom(ctx, id, func(context.Context, *gorm.DB, int64) error { return nil },
-		func(ctx context.Context, roomed bool) error { return s.gate.MarkRoom(ctx, id, roomed) })
+		func(ctx context.Context, roomed bool) error { return s.gate.MarkRoom(ctx, id, it.Buckets, roomed) })
 }
 
 // staleRoomMark reports whether a lua-async order refused by the room mark

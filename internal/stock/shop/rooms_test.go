@@ -106,7 +106,7 @@ func TestAsyncRoomMark(t *testing.T) {
 		}
 
 		// A stale mark: no room in the database.
-		if err := s.gate.MarkRoom(ctx, it.ID, true); err != nil {
+		if err := s.gate.MarkRoom(ctx, it.ID, it.Buckets, true); err != nil {
 			t.Fatal(err)
 		}
 		if err := order("stale", false); err != nil {

@@ -161,7 +161,7 @@ func (l luaAsyncStrategy) Gated() bool              { return true }
 func (l luaAsyncStrategy) reservesFirst() bool      { return false }
 
 // created makes the item's stream known to this process's writers at once.
-func (l luaAsyncStrategy) created(it *stock.Item) { l.s.queue.Added(it.ID) }
+func (l luaAsyncStrategy) created(it *stock.Item) { l.s.queue.Added(it.ID, it.Buckets) }
 
 func (l luaAsyncStrategy) Place(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
 	return l.s.placeAsync(ctx, it, req)

@@ -120,6 +120,35 @@ func (s *Store) ItemsSoldBy(ctx context.Context, strategy stock.StrategyName) ([
 	return ids, nil
 }
 
+// ItemBuckets is an item id with its bucket count.
+type ItemBuckets struct {
+	ID      int64
+	Buckets int
+}
+
+// ItemBucketsSoldBy lists the items of one strategy with their bucket
+// counts (which never change once the item is created), by id.
+func (s *Store) ItemBucketsSoldBy(ctx context.Context, strategy stock.StrategyName) ([]ItemBuckets, error) {
+	rows, err := s.sql.QueryContext(ctx, "SELECT id, buckets FROM items WHERE strategy = ? ORDER BY id", string(strategy))
+	if err != nil {
+		return nil, dbError("list "+string(strategy)+" items", err)
+	}
+	defer rows.Close()
+	var out []ItemBuckets
+	for rows.Next() {
+		var ib ItemBuckets
+		if err := rows.Scan(&ib.ID, &ib.Buckets); err != nil {
+			return nil, dbError("list "+string(strategy)+" items", err)
+		}
+		ib.Buckets = max(1, ib.Buckets)
+		out = append(out, ib)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError("list "+string(strategy)+" items", err)
+	}
+	return out, nil
+}
+
 // SetStock changes an item's stock to n in one transaction that holds the
 // item's row lock (and a bucketed item's bucket rows', the change spread
 // over them: see respreadStock), and returns the item before and after. It refuses n

@@ -12,7 +12,7 @@ import (
 
 // PersistQueuedBucket is PersistQueued for a batch of bucket b of a
 // lua-async item with bucket rows (docs/DESIGN.md, "Buckets for
-// lua-async", planned: nothing calls it yet but the database floor): the
+// lua-async"; the writers of such an item's bucket streams call it): the
 // batch's orders are those of buyers whose home is b, and they take their
 // units from row b with
 //
@@ -108,10 +108,10 @@ func (s *Store) fenceBucket(ctx context.Context, tx *sql.Tx, itemID int64, b int
 	return nil
 }
 
-// MoveBucketQueueEpoch moves bucket row b's queue epoch on and returns
-// the new one: the rebuild of a lua-async item's gate after Redis lost
-// bucket b's stream (planned, see PersistQueuedBucket). The caller holds
-// the item's rows locked (WithItemLocked).
+// MoveBucketQueueEpoch moves bucket row b's queue epoch on in a
+// transaction of its own and returns the new one (for tests and tools; the
+// rebuild after Redis lost bucket b's stream moves it under the item's
+// locks, LockedItem.MoveBucketQueueEpoch).
 func (s *Store) MoveBucketQueueEpoch(ctx context.Context, itemID int64, b int) (int64, error) {
 	var epoch int64
 	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {

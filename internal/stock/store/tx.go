@@ -43,6 +43,9 @@ type LockedItem struct {
 	ID int64
 	// QueueEpoch is the item's lua-async queue epoch (see MoveQueueEpoch).
 	QueueEpoch int64
+	// Buckets is the item's bucket count (1 for an item without bucket
+	// rows).
+	Buckets int
 
 	tx *sql.Tx
 }
@@ -66,6 +69,7 @@ func (s *Store) WithItemLocked(ctx context.Context, id int64, fn func(ctx contex
 			}
 			return dbError("lock item", err)
 		}
+		it.Buckets = max(1, k)
 		if k > 1 {
 			if _, err := s.lockBucketRows(ctx, tx, id); err != nil {
 				return err
@@ -92,6 +96,53 @@ func (it *LockedItem) MoveQueueEpoch(ctx context.Context) error {
 		return dbError("move queue epoch", err)
 	}
 	it.QueueEpoch++
+	return nil
+}
+
+// BucketQueueEpochs reads the queue epoch of each of the locked item's k
+// bucket rows (a lua-async item with bucket rows; see
+// PersistQueuedBucket), index b for row b.
+func (it *LockedItem) BucketQueueEpochs(ctx context.Context, k int) ([]int64, error) {
+	rows, err := it.tx.QueryContext(ctx, "SELECT bucket, queue_epoch FROM item_stock WHERE item_id = ? ORDER BY bucket", it.ID)
+	if err != nil {
+		return nil, dbError("read queue epochs", err)
+	}
+	defer rows.Close()
+	out := make([]int64, k)
+	seen := 0
+	for rows.Next() {
+		var b int
+		var e int64
+		if err := rows.Scan(&b, &e); err != nil {
+			return nil, dbError("read queue epochs", err)
+		}
+		if b < 0 || b >= k {
+			return nil, fmt.Errorf("item %d: bucket row %d of %d", it.ID, b, k)
+		}
+		out[b] = e
+		seen++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, dbError("read queue epochs", err)
+	}
+	if seen != k {
+		return nil, fmt.Errorf("item %d has %d bucket rows, not %d: %w", it.ID, seen, k, stock.ErrNotFound)
+	}
+	return out, nil
+}
+
+// MoveBucketQueueEpoch starts a new queue epoch for the locked item's
+// bucket row b: a batch read from bucket b's stream before (Redis lost
+// it) can no longer be written (PersistQueuedBucket refuses its epoch).
+// The other rows' epochs, and so their batches, are untouched.
+func (it *LockedItem) MoveBucketQueueEpoch(ctx context.Context, b int) error {
+	r, err := it.tx.ExecContext(ctx, "UPDATE item_stock SET queue_epoch = queue_epoch + 1 WHERE item_id = ? AND bucket = ?", it.ID, b)
+	if err != nil {
+		return dbError("move queue epoch", err)
+	}
+	if n, err := r.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("item %d bucket row %d: %w", it.ID, b, stock.ErrNotFound)
+	}
 	return nil
 }
 
