@@ -22,10 +22,6 @@ func ValidateNewItem(in NewItem) error {
 		return Invalidf("strategy must be %q, %q or %q", StrategyLua, StrategyLock, StrategyLuaAsync)
 	case ValidateBuckets(in.Buckets) != nil:
 		return ValidateBuckets(in.Buckets)
-	case in.Buckets > 1 && in.Strategy == StrategyLuaAsync:
-		// lua-async keeps its queue in the item's one slot.
-		return Invalidf("buckets above 1 need strategy %q or %q (%q queues in one slot)",
-			StrategyLua, StrategyLock, StrategyLuaAsync)
 	case in.StartsAt != nil && in.EndsAt != nil && !in.EndsAt.After(*in.StartsAt):
 		return Invalidf("ends_at must be after starts_at")
 	}

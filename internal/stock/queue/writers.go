@@ -41,7 +41,7 @@ type Writers struct {
 	refreshed  time.Time
 	grouped    map[gate.Bucket]bool
 	groupRetry map[gate.Bucket]time.Time // no group creation before (Redis failed)
-	groupWarn  time.Time           // last warning about it
+	groupWarn  time.Time                 // last warning about it
 
 	stop chan struct{}
 	once sync.Once
