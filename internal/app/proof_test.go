@@ -15,8 +15,9 @@ import (
 // embedded default (one SQLite writer and one in-process Redis serialize
 // them anyway) and on the cluster (whose own concern is the item's slot,
 // not the crowd); and 1,000 attempts from 500 users for a lua item whose
-// stock is split over 3 and 8 gate buckets, and for a lock item split
-// over 4 buckets (locks, fences and rows). Always five buyers a unit or
+// stock is split over 3 and 8 gate buckets, for a lock item split over 4
+// buckets (locks, fences and rows), and for a lua-async item split over 4
+// buckets (streams, queue epochs and rows). Always five buyers a unit or
 // more, all released at once.
 func TestConcurrencyProof(t *testing.T) {
 	t.Parallel()
@@ -42,6 +43,9 @@ func TestConcurrencyProof(t *testing.T) {
 		}
 		t.Run("lock/buckets=4", func(t *testing.T) {
 			apptest.Proof(t, c, db, "lock", apptest.ProofSpec{Stock: 100, Users: 500, Buckets: 4})
+		})
+		t.Run("lua-async/buckets=4", func(t *testing.T) {
+			apptest.Proof(t, c, db, "lua-async", apptest.ProofSpec{Stock: 100, Users: 500, Buckets: 4})
 		})
 	})
 }

@@ -29,6 +29,7 @@ var rebuildCases = []rebuildCase{
 	{"lua", stock.StrategyLua, 1},
 	{"lua-3-buckets", stock.StrategyLua, 3},
 	{"lua-async", stock.StrategyLuaAsync, 1},
+	{"lua-async-3-buckets", stock.StrategyLuaAsync, 3},
 	{"lock", stock.StrategyLock, 1},
 }
 
