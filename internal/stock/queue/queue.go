@@ -41,7 +41,15 @@ type Queue struct {
 
 	building gate.Builds // one gate build per item at a time here
 	buckets  sync.Map    // item id -> its bucket count (int), which never changes
+	// routing, when set, gives an item's bucket count from the caller's
+	// cache (SetRouting); else the database is read.
+	routing func(ctx context.Context, id int64) (int, error)
 }
+
+// SetRouting makes the queue learn items' bucket counts from fn (the
+// shop's routing cache) rather than from the database. Call it before
+// any order.
+func (q *Queue) SetRouting(fn func(ctx context.Context, id int64) (int, error)) { q.routing = fn }
 
 // New checks cfg, starts the durability watch and the writers. Close stops
 // them. log nil is slog.Default().
@@ -112,8 +120,10 @@ func (q *Queue) Enqueue(ctx context.Context, it *stock.Item, req stock.OrderRequ
 	now := time.Now()
 	home := gate.HomeBucket(it.ID, it.Buckets, req.UserID)
 	var keys []string
-	if home.K > 1 {
+	if _, ok := q.buckets.Load(it.ID); !ok {
 		q.buckets.Store(it.ID, home.K)
+	}
+	if home.K > 1 {
 		bk := q.keys.Bucket(home)
 		keys = []string{bk.Meta, bk.Buyers, bk.Stream, bk.Queued(orderID)}
 	} else {
@@ -212,11 +222,20 @@ func (q *Queue) bucketsOf(ctx context.Context, id int64) (int, error) {
 	if v, ok := q.buckets.Load(id); ok {
 		return v.(int), nil
 	}
-	it, err := q.store.Item(ctx, id)
-	if err != nil {
-		return 0, err
+	var k int
+	if q.routing != nil {
+		n, err := q.routing(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		k = max(1, n)
+	} else {
+		it, err := q.store.Item(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		k = max(1, it.Buckets)
 	}
-	k := max(1, it.Buckets)
 	q.buckets.Store(id, k)
 	return k, nil
 }

@@ -93,16 +93,25 @@ func (q *Queue) marked(ctx context.Context, itemID int64, id string) (*stock.Ord
 // markers are read in one pipeline (K <= 64, and only for an order not in
 // the database yet).
 func (q *Queue) marker(ctx context.Context, itemID int64, id string) (string, error) {
+	v, known := q.buckets.Load(itemID)
+	if !known || v.(int) <= 1 {
+		// Bucket 0's marker first (every marker of an item of one
+		// bucket): an item not seen yet costs no database read when it
+		// is there.
+		m, err := q.rdb.Get(ctx, q.keys.Queued(itemID, id)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", gate.Error("read queued order", err)
+		}
+		if err == nil || known {
+			return m, err
+		}
+	}
 	k, err := q.bucketsOf(ctx, itemID)
 	if err != nil {
 		return "", err
 	}
 	if k <= 1 {
-		m, err := q.rdb.Get(ctx, q.keys.Queued(itemID, id)).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return "", gate.Error("read queued order", err)
-		}
-		return m, err
+		return "", redis.Nil
 	}
 	cmds := make([]*redis.StringCmd, k)
 	_, err = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

@@ -85,6 +85,13 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 		s.pipe.Close()
 		return nil, err
 	}
+	s.queue.SetRouting(func(ctx context.Context, id int64) (int, error) {
+		it, err := s.routing(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		return it.Buckets, nil
+	})
 	s.events = gate.StartEvents(rdb, keys, &s.soldOut, cfg.Logger)
 	s.startSweeper()
 	return s, nil
