@@ -106,7 +106,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"negative buckets", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":-1}`, true, nil, 400, "invalid_request"},
 			{"buckets as string", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":"3"}`, true, nil, 400, "invalid_request"},
 			{"fractional buckets", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":1.5}`, true, nil, 400, "invalid_request"},
-			{"buckets with lua-async", "POST", "/api/v1/admin/items", `{"name":"x","stock":5,"buckets":3,"strategy":"lua-async"}`, true, nil, 400, "invalid_request"},
+			{"too many buckets with lua-async", "POST", "/api/v1/admin/items", `{"name":"x","stock":500,"buckets":65,"strategy":"lua-async"}`, true, nil, 400, "invalid_request"},
 			{"set stock negative", "PUT", stock, `{"stock":-3}`, true, nil, 400, "invalid_request"},
 			{"set stock missing", "PUT", stock, `{}`, true, nil, 400, "invalid_request"},
 			{"set stock below sold", "PUT", stock, `{"stock":0}`, true, nil, 409, "stock_below_sold"},
