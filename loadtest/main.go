@@ -59,7 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&keyPrefix, "key-prefix", "", "with -embedded: Redis key prefix for the in-process service")
 	fs.StringVar(&strategies, "strategies", "lua,lock,lua-async", "comma-separated strategies, one fresh item each (empty element = server default)")
 	fs.IntVar(&cfg.Stock, "stock", 100, "stock S per item")
-	fs.IntVar(&cfg.Buckets, "buckets", 0, "gate buckets per item (1 to 64; above 1 for lua only; 0 = server default, 1)")
+	fs.IntVar(&cfg.Buckets, "buckets", 0, "buckets per item, every strategy (1 to 64: gate buckets and bucket rows; 0 = server default, 1)")
 	fs.IntVar(&cfg.Attempts, "n", 2000, "order attempts per strategy (replays included)")
 	fs.IntVar(&cfg.Users, "users", 1000, "distinct users per strategy")
 	fs.Float64Var(&cfg.RepeatShare, "repeat", 0.1, "share of attempts by a user who already tried (fresh Idempotency-Key)")

@@ -188,9 +188,12 @@ func (tb *tab) reported(s string) bool {
 	return false
 }
 
+// do runs steps, giving up after a minute: a guard against a hang, not a
+// bound (typing a JWT is some 300 key events, one DevTools round trip
+// each, and took over 20 s on a loaded day).
 func (tb *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	tb.t.Helper()
-	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(tb.ctx, time.Minute)
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		tb.t.Fatalf("%s: %v", what, err)

@@ -36,7 +36,7 @@ type Config struct {
 	Strategies []string // one fresh item per strategy; "" means the server default. Default [""]
 
 	Stock       int     // stock S of every item. Default 100
-	Buckets     int     // gate buckets of every item (lua only above 1); 0 = the server's default, 1
+	Buckets     int     // buckets of every item (1 to 64, every strategy); 0 = the server's default, 1
 	Attempts    int     // order attempts N per strategy, replays included. Default 2000
 	Users       int     // size U of the user pool per strategy. Default 1000
 	RepeatShare float64 // share of attempts made by a user who already attempted, with a fresh Idempotency-Key

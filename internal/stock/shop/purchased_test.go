@@ -105,14 +105,27 @@ func TestRememberedBuyerAfterTheSaleEnds(t *testing.T) {
 				s := newTestService(t, b, Config{}, nil)
 				clock := &fakeClock{t: time.Now()} // frozen: the memo stays fresh
 				s.purchased.clock = clock.now
-				ends := time.Now().Add(400 * time.Millisecond)
-				it, err := s.CreateItem(ctx, stock.NewItem{Name: "ends", Stock: 5, Strategy: name, EndsAt: &ends})
-				if err != nil {
-					t.Fatal(err)
-				}
-				req := stock.OrderRequest{ItemID: it.ID, UserID: "carol"}
-				if _, _, err := s.PlaceOrder(ctx, req); err != nil {
-					t.Fatal(err)
+				// A sale of 400 ms, longer (doubled) when the machine was too
+				// slow for carol's first order to come before its end.
+				var it *stock.Item
+				var ends time.Time
+				req := stock.OrderRequest{UserID: "carol"}
+				for window := 400 * time.Millisecond; ; window *= 2 {
+					ends = time.Now().Add(window)
+					var err error
+					it, err = s.CreateItem(ctx, stock.NewItem{Name: "ends", Stock: 5, Strategy: name, EndsAt: &ends})
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.ItemID = it.ID
+					_, _, err = s.PlaceOrder(ctx, req)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, stock.ErrSaleEnded) || window >= 10*time.Second {
+						t.Fatal(err)
+					}
+					t.Logf("the %v sale ended before carol's first order; again with twice as long", window)
 				}
 				if _, _, err := s.PlaceOrder(ctx, req); !errors.Is(err, stock.ErrAlreadyPurchased) {
 					t.Fatalf("carol again: %v, want already purchased", err)
