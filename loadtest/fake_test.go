@@ -88,6 +88,7 @@ func serveFake(t *testing.T, f *fakeService, more map[string]http.HandlerFunc) *
 		},
 		"POST /api/v1/admin/items":       f.admin(f.createItem),
 		"GET /api/v1/admin/items/{id}":   f.admin(f.getItem),
+		"GET /api/v1/items/{id}":         f.getItem, // the public page: the harness reads only its status
 		"POST /api/v1/items/{id}/orders": f.placeOrder,
 		"GET /api/v1/orders/{id}":        f.getOrder,
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -177,5 +178,43 @@ func TestCommandTakesSeveralURLs(t *testing.T) {
 		if code := run(bad, &out, &errb); code == 0 {
 			t.Errorf("%v: exit 0, want an error", bad)
 		}
+	}
+}
+
+// TestItemUnknownElsewhereAtFirstIsWaitedFor: an instance learns of an item
+// another one created only when it next reads the database (the service's
+// missing-item memory, up to a second). The harness creates each item
+// through the first instance and waits until every instance answers its
+// page before the burst, as an admin creates a sale before it opens; it
+// used to fire at once, and the other instances' 404s failed the replays.
+func TestItemUnknownElsewhereAtFirstIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	f, srv := newFake(t, fakeBugs{})
+	var created atomic.Int64 // Unix nanoseconds of the last item's creation
+	const unknownFor = 300 * time.Millisecond
+	ins := instances(t, 3, func(i int, w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/api/v1/admin/items" {
+			created.Store(time.Now().UnixNano())
+		}
+		if i > 0 && strings.HasPrefix(r.URL.Path, "/api/v1/items/") && time.Since(time.Unix(0, created.Load())) < unknownFor {
+			writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]string{"code": "not_found", "message": "not found"}})
+			return
+		}
+		srv.Config.Handler.ServeHTTP(w, r)
+	})
+	cfg := fakeConfig("", f.token)
+	cfg.URLs = urlsOf(ins)
+	cfg.Store = f
+	rep, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	rep.WriteText(&buf)
+	if !rep.Pass {
+		t.Errorf("an item unknown to two instances for %v after its creation failed the run:\n%s", unknownFor, buf.String())
+	}
+	if strings.Contains(buf.String(), " 404:") { // the status line: "status: 201:n 404:m ..."
+		t.Errorf("orders met the instances' 404s:\n%s", buf.String())
 	}
 }

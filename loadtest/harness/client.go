@@ -160,6 +160,39 @@ func (c *client) createItem(ctx context.Context, name string, stock int, strateg
 	return it, nil
 }
 
+// awaitItemEverywhere waits until every instance orders are spread over
+// answers the item's public page: an instance learns of an item another
+// one created when it next reads the database (at most the service's
+// missing-item TTL, 1 s by default, after it last found the id unknown),
+// and an admin creates a sale before it opens. It gives up after limit.
+func (c *client) awaitItemEverywhere(ctx context.Context, id int64, limit time.Duration) error {
+	if len(c.orders) < 2 {
+		return nil
+	}
+	deadline := time.Now().Add(limit)
+	path := "/api/v1/items/" + strconv.FormatInt(id, 10)
+	for _, base := range c.orders {
+		for {
+			st, b, err := c.doAt(ctx, base, http.MethodGet, path, nil, nil)
+			if err == nil && st == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				if err == nil {
+					err = httpErr("item page", st, b)
+				}
+				return fmt.Errorf("item %d not known at %s %v after its creation: %w", id, base, limit, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
 func (c *client) getItem(ctx context.Context, id int64) (Item, error) {
 	st, b, err := c.do(ctx, http.MethodGet, "/api/v1/admin/items/"+strconv.FormatInt(id, 10), nil, c.admin())
 	if err != nil {

@@ -175,6 +175,9 @@ func runRoomStrategy(ctx context.Context, cfg Config, cl *client, strategy strin
 	if err != nil {
 		return nil, err
 	}
+	if err := cl.awaitItemEverywhere(ctx, item.ID, 10*time.Second); err != nil {
+		return nil, err
+	}
 	pre, err := cl.publicRoom(ctx, item.ID)
 	if err != nil {
 		return nil, err

@@ -322,6 +322,9 @@ func runStrategy(ctx context.Context, cfg Config, cl *client, strategy string, s
 	if strategy != "" && item.Strategy != "" && item.Strategy != strategy {
 		return nil, fmt.Errorf("asked for strategy %q, service created item %d with %q", strategy, item.ID, item.Strategy)
 	}
+	if err := cl.awaitItemEverywhere(ctx, item.ID, 10*time.Second); err != nil {
+		return nil, err
+	}
 	recs := plan(cfg, item.ID, strategy, salt)
 
 	var c counters
