@@ -32,12 +32,17 @@ func itemStats(ctx context.Context, rdb redis.UniversalClient, keys gate.Keys, i
 		if err != nil {
 			return total, err
 		}
-		total.Queued += st.Queued
-		total.Unacked += st.Unacked
-		total.DeadLetters += st.DeadLetters
-		total.OldestAge = max(total.OldestAge, st.OldestAge)
+		addStats(&total, st)
 	}
 	return total, nil
+}
+
+// addStats adds st's counts to total and keeps the older oldest age.
+func addStats(total *stock.AsyncStats, st stock.AsyncStats) {
+	total.Queued += st.Queued
+	total.Unacked += st.Unacked
+	total.DeadLetters += st.DeadLetters
+	total.OldestAge = max(total.OldestAge, st.OldestAge)
 }
 
 func stats(ctx context.Context, rdb redis.UniversalClient, keys gate.Keys, bk gate.Bucket) (stock.AsyncStats, error) {
@@ -91,10 +96,7 @@ func backlog(ctx context.Context, st *store.Store, rdb redis.UniversalClient, ke
 		if err != nil {
 			return total, err
 		}
-		total.Queued += st.Queued
-		total.Unacked += st.Unacked
-		total.DeadLetters += st.DeadLetters
-		total.OldestAge = max(total.OldestAge, st.OldestAge)
+		addStats(&total, st)
 	}
 	return total, nil
 }

@@ -17,7 +17,14 @@ import (
 // createBucketed creates a lua item of units split over k buckets.
 func createBucketed(t *testing.T, s *Service, units int64, k int) *stock.Item {
 	t.Helper()
-	it, err := s.CreateItem(context.Background(), stock.NewItem{Name: "hot", Stock: units, Strategy: stock.StrategyLua, Buckets: k})
+	return createBucketedAs(t, s, stock.StrategyLua, units, k)
+}
+
+// createBucketedAs creates an item of the strategy, units split over k
+// buckets.
+func createBucketedAs(t *testing.T, s *Service, strategy stock.StrategyName, units int64, k int) *stock.Item {
+	t.Helper()
+	it, err := s.CreateItem(context.Background(), stock.NewItem{Name: "hot", Stock: units, Strategy: strategy, Buckets: k})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,19 +18,6 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// createAsyncBucketed creates a lua-async item of units over k buckets.
-func createAsyncBucketed(t *testing.T, s *Service, units int64, k int) *stock.Item {
-	t.Helper()
-	it, err := s.CreateItem(context.Background(), stock.NewItem{Name: "hot-async", Stock: units, Strategy: stock.StrategyLuaAsync, Buckets: k})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if it.Buckets != k {
-		t.Fatalf("buckets: got %d, want %d", it.Buckets, k)
-	}
-	return it
-}
-
 // noFailedOrders checks that the database refused none of the item's
 // admitted orders.
 func noFailedOrders(t *testing.T, s *Service, itemID int64) {
@@ -55,7 +42,7 @@ func TestAsyncBucketsSkewedStampede(t *testing.T) {
 	t.Parallel()
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		s := newTestService(t, b, Config{Queue: queue.Config{Writers: 2}}, nil)
-		it := createAsyncBucketed(t, s, 200, 4)
+		it := createBucketedAs(t, s, stock.StrategyLuaAsync, 200, 4)
 		orders, refused := buyAll(t, s, it.ID, skewedUsers(fmt.Sprintf("as%d", it.ID), it.ID, 4, 180, 9))
 		if len(orders) != 180 || len(refused) != 0 {
 			t.Fatalf("180 buyers for 200 units: %d orders, refusals %v; want every one admitted", len(orders), refused)
@@ -98,7 +85,7 @@ func TestAsyncBucketsIdempotencyKeys(t *testing.T) {
 	testenv.ForEachWithCluster(t, func(t *testing.T, b testenv.Backend) {
 		s := newTestService(t, b, Config{Queue: queue.Config{Writers: 1}}, nil)
 		ctx := context.Background()
-		it := createAsyncBucketed(t, s, 50, 4)
+		it := createBucketedAs(t, s, stock.StrategyLuaAsync, 50, 4)
 		// A user whose home is not the key's bucket.
 		key := fmt.Sprintf("key-%d", it.ID)
 		user := ""
@@ -211,7 +198,7 @@ func TestAsyncBucketsRedisLossFencesOneBucket(t *testing.T) {
 		api := newTestServiceOn(t, b, st, Config{}, nil) // admits only
 		rdb := b.Universal(t)
 		const k = 4
-		it := createAsyncBucketed(t, api, 100, k)
+		it := createBucketedAs(t, api, stock.StrategyLuaAsync, 100, k)
 		var queued []string
 		for bucket := 0; bucket < k; bucket++ {
 			for _, u := range usersIn(fmt.Sprintf("rl%d", it.ID), it.ID, k, bucket, 5) {
