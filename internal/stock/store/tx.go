@@ -31,6 +31,12 @@ func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.T
 		return nil
 	}
 	if err := tx.Commit(); err != nil {
+		if errors.Is(err, sql.ErrTxDone) {
+			// ctx ended after fn's last statement and database/sql rolled
+			// the transaction back before COMMIT could be sent: nothing
+			// was written, and the database did not answer in time.
+			return fmt.Errorf("database: commit: rolled back when its context ended: %w: %w", stock.ErrUnavailable, err)
+		}
 		return fmt.Errorf("%w: %w", errCommit, dbError("commit", err))
 	}
 	return nil
