@@ -98,7 +98,10 @@ func (w *Writers) persist(consumer string, bk gate.Bucket, batch []*store.Queued
 		}
 		if !outage {
 			failures++
-			if len(batch) > 1 && failures >= 2 {
+			// A batch is split before any of it goes to the dead-letter
+			// stream (MaxDeliveries 1 dead-lettered a whole batch for one
+			// refused order): only an entry failing on its own does.
+			if len(batch) > 1 && (failures >= 2 || failures >= w.cfg.MaxDeliveries) {
 				w.log.Warn("lua-async writers: batch keeps failing; writing its orders one by one", "item", bk.Item, "bucket", bk.B, "orders", len(batch), "err", err)
 				settled := true
 				for _, q := range batch {
