@@ -43,7 +43,8 @@ func startInstances(t *testing.T, b testenv.Backend, n int) []*apptest.Client {
 // attempts spread round-robin over three instances on one database and one
 // Redis (a user's two attempts, and every replayed key, reach two different
 // instances), for every strategy: 1,000 attempts from 500 users, five
-// buyers a unit (the single-instance proof on MariaDB sends twice as many).
+// buyers a unit (the single-instance proof on MariaDB sends twice as many);
+// on the cluster also a lua-async item of four buckets.
 func TestConcurrencyProofThreeInstances(t *testing.T) {
 	t.Parallel()
 	forEachShared(t, func(t *testing.T, b testenv.Backend) {
@@ -52,6 +53,14 @@ func TestConcurrencyProofThreeInstances(t *testing.T) {
 		for _, strategy := range apptest.Strategies {
 			t.Run(strategy, func(t *testing.T) {
 				apptest.ProofAcross(t, cs, db, strategy, apptest.ProofSpec{Stock: 100, Users: 500})
+			})
+		}
+		if b.IsCluster() {
+			// A bucketed lua-async item across the instances: its four
+			// buckets' gates, streams and rows on the cluster's masters,
+			// each instance's writers taking a share of the streams.
+			t.Run("lua-async/buckets=4", func(t *testing.T) {
+				apptest.ProofAcross(t, cs, db, "lua-async", apptest.ProofSpec{Stock: 50, Users: 250, Buckets: 4})
 			})
 		}
 	})
