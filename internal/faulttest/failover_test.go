@@ -19,7 +19,9 @@ import (
 
 // A master of a Redis Cluster of three is killed (SIGKILL) in the middle
 // of a sale of several items of every strategy, spread so that each
-// strategy has an item on the killed master and one on another. With a
+// strategy has an item on the killed master and one on another, and a
+// lua-async item of four buckets spread over several masters (its gate,
+// stream and row per bucket: issue 22). With a
 // replica each, the replica is promoted (cluster-node-timeout 2s) and the
 // sale goes on. With none, every slot of the cluster is down
 // (cluster-require-full-coverage, the default) until the master is
@@ -59,13 +61,21 @@ type sale struct {
 	strategy string
 	id       int64
 	k        keys
-	hit      bool // its keys are on the killed master
+	buckets  int  // 0 or 1: one; several: its keys are each bucket's
+	hit      bool // its keys (some of its buckets') are on the killed master
 	l        *load
 }
 
 func (s *sale) String() string {
-	return fmt.Sprintf("item %d (%s, %s)", s.id, s.strategy, map[bool]string{true: "on the killed master", false: "spared"}[s.hit])
+	what := s.strategy
+	if s.buckets > 1 {
+		what = fmt.Sprintf("%s, %d buckets", s.strategy, s.buckets)
+	}
+	return fmt.Sprintf("item %d (%s, %s)", s.id, what, map[bool]string{true: "on the killed master", false: "spared"}[s.hit])
 }
+
+// all returns the keys of each of the sale's buckets.
+func (s *sale) all() []keys { return bucketKeys(s.k.prefix, s.id, s.buckets) }
 
 // clusterMasterKilled kills a master mid-sale. With replicas, its replica
 // is promoted; without, the master is started again after 3s, its memory
@@ -86,6 +96,7 @@ func clusterMasterKilled(t *testing.T, replicas int) {
 	svc := startService(t, "service", "", be, map[string]string{
 		"SECKILL_REDIS_MODE": "cluster", "SECKILL_REQUEST_TIMEOUT": requestTimeout.String()})
 	sales, victim := spreadItems(t, svc, rdb, cluster, b.KeyPrefix, stock)
+	sales = append(sales, bucketedSale(t, svc, rdb, victim, b.KeyPrefix, stock))
 	replica := cluster.ReplicaOf(victim.Addr())
 	if replicas > 0 && replica == nil {
 		t.Fatalf("master %s has no replica in sync", victim.Addr())
@@ -136,7 +147,9 @@ func clusterMasterKilled(t *testing.T, replicas int) {
 	for _, s := range sales {
 		as := s.l.wait(t, 90*time.Second)
 		if s.strategy == "lua-async" {
-			waitDrained(t, rdb, s.k, prompt)
+			for _, k := range s.all() {
+				waitDrained(t, rdb, k, prompt)
+			}
 		}
 		var post []attempt
 		failover, slowest := 0, time.Duration(0)
@@ -240,6 +253,29 @@ func spreadItems(t *testing.T, svc *service, rdb redis.UniversalClient, cluster 
 	return sales, victim
 }
 
+// bucketedSale creates a lua-async item of four buckets, whose buckets'
+// keys lie on several masters, some (or none) on the victim.
+func bucketedSale(t *testing.T, svc *service, rdb redis.UniversalClient, victim *testenv.RedisServer, prefix string, stock int64) *sale {
+	t.Helper()
+	const k = 4
+	it := svc.c.CreateBucketedItem(t, stock, "lua-async", k)
+	s := &sale{strategy: "lua-async", id: it.ID, k: keys{prefix: prefix, item: it.ID}, buckets: k}
+	masters := map[string]bool{}
+	for _, bk := range s.all() {
+		m, err := rdb.(*redis.ClusterClient).MasterForKey(context.Background(), bk.meta())
+		if err != nil {
+			t.Fatalf("master of %s: %v", bk.meta(), err)
+		}
+		masters[m.Options().Addr] = true
+		s.hit = s.hit || m.Options().Addr == victim.Addr()
+	}
+	if len(masters) < 2 {
+		t.Fatalf("%s: its %d buckets all on one master %v; want them spread", s, k, masters)
+	}
+	t.Logf("%s on masters %v", s, masters)
+	return s
+}
+
 // awaitWrittenBefore waits until every entry the item's stream was given
 // before at is gone (written and acknowledged), and fails the test d
 // after since: by then the queue stalled, waiting for the claim backstop.
@@ -247,18 +283,21 @@ func awaitWrittenBefore(t *testing.T, rdb redis.UniversalClient, s *sale, at, si
 	t.Helper()
 	ctx := context.Background()
 	end := strconv.FormatInt(at.UnixMilli(), 10)
-	for {
-		left, err := rdb.XRangeN(ctx, s.k.stream(), "-", end, 1).Result()
-		if err == nil && len(left) == 0 {
-			return time.Since(since)
+	for _, k := range s.all() {
+		for {
+			left, err := rdb.XRangeN(ctx, k.stream(), "-", end, 1).Result()
+			if err == nil && len(left) == 0 {
+				break
+			}
+			if time.Since(since) > d {
+				q := readQueue(t, rdb, k)
+				t.Fatalf("%s: orders admitted before the recovery still queued in %s %v after the cluster was ok (%d entries, %d pending; err %v): the queue stalled",
+					s, k.stream(), d, q.length, q.pending, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if time.Since(since) > d {
-			q := readQueue(t, rdb, s.k)
-			t.Fatalf("%s: orders admitted before the recovery still queued %v after the cluster was ok (%d entries, %d pending; err %v): the queue stalled",
-				s, d, q.length, q.pending, err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	return time.Since(since)
 }
 
 // sellOut repairs what the item's gate lost (reconcile) and sells the
@@ -301,7 +340,9 @@ func sellOut(t *testing.T, svc *service, db *sql.DB, rdb redis.UniversalClient, 
 	}
 	buyRest(t, svc.c, s.id, late, 8)
 	if s.strategy == "lua-async" {
-		waitDrained(t, rdb, s.k, 30*time.Second)
+		for _, k := range s.all() {
+			waitDrained(t, rdb, k, 30*time.Second)
+		}
 	}
 	st = readDB(t, db, s.id)
 	checkSold(t, st)
@@ -309,7 +350,7 @@ func sellOut(t *testing.T, svc *service, db *sql.DB, rdb redis.UniversalClient, 
 		t.Errorf("%s: after the reconcile and the late buyers: sold %d of %d; want the whole stock", s, st.sold, st.stock)
 	}
 	if gated {
-		checkGate(t, rdb, s.k, st)
+		checkGateBuckets(t, rdb, s.all(), st)
 	}
 }
 

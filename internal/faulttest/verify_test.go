@@ -13,6 +13,8 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/stock/gate"
 )
 
 // openDB opens the test's database for checking what the service wrote.
@@ -41,9 +43,31 @@ func redisClient(t *testing.T, url string) *redis.Client {
 type keys struct {
 	prefix string
 	item   int64
+	// bucket of buckets, for one bucket of an item with several (their
+	// keys follow gate.Keys.Bucket); buckets 0 or 1: the item's own.
+	bucket, buckets int
 }
 
-func (k keys) base() string   { return fmt.Sprintf("%s:{item:%d}", k.prefix, k.item) }
+func (k keys) base() string {
+	if k.buckets > 1 {
+		return k.prefix + ":{" + gate.Bucket{Item: k.item, B: k.bucket, K: k.buckets}.Tag() + "}"
+	}
+	return fmt.Sprintf("%s:{item:%d}", k.prefix, k.item)
+}
+
+// bucketKeys returns the keys of each of an item's buckets (its own keys
+// alone when it has one).
+func bucketKeys(prefix string, item int64, buckets int) []keys {
+	if buckets <= 1 {
+		return []keys{{prefix: prefix, item: item}}
+	}
+	out := make([]keys, buckets)
+	for b := range out {
+		out[b] = keys{prefix: prefix, item: item, bucket: b, buckets: buckets}
+	}
+	return out
+}
+
 func (k keys) meta() string   { return k.base() + ":meta" }
 func (k keys) buyers() string { return k.base() + ":buyers" }
 func (k keys) stream() string { return k.base() + ":orders" }
@@ -64,8 +88,18 @@ func readDB(t *testing.T, db *sql.DB, itemID int64) dbState {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st := dbState{orders: map[string]dbOrder{}, byUser: map[string][]string{}, failures: map[string]string{}}
-	if err := db.QueryRowContext(ctx, "SELECT stock, sold FROM items WHERE id = ?", itemID).Scan(&st.stock, &st.sold); err != nil {
+	// An item of several buckets sells on its bucket rows, whose stocks
+	// sum to its stock.
+	var buckets int
+	var rowStock sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT stock, buckets,
+		CASE WHEN buckets > 1 THEN (SELECT COALESCE(SUM(sold), 0) FROM item_stock WHERE item_id = items.id) ELSE sold END,
+		(SELECT SUM(stock) FROM item_stock WHERE item_id = items.id)
+		FROM items WHERE id = ?`, itemID).Scan(&st.stock, &buckets, &st.sold, &rowStock); err != nil {
 		t.Fatalf("read item %d: %v", itemID, err)
+	}
+	if buckets > 1 && rowStock.Int64 != st.stock {
+		t.Errorf("item %d: its %d bucket rows hold %d units (valid %v), want its stock %d", itemID, buckets, rowStock.Int64, rowStock.Valid, st.stock)
 	}
 	rows, err := db.QueryContext(ctx, "SELECT id, user_id, status FROM orders WHERE item_id = ?", itemID)
 	if err != nil {
@@ -262,18 +296,38 @@ func checkQueueEmpty(t *testing.T, rdb redis.UniversalClient, k keys) {
 // are exactly the database's users, each with the order id of their row.
 func checkGate(t *testing.T, rdb redis.UniversalClient, k keys, st dbState) {
 	t.Helper()
+	checkGateBuckets(t, rdb, []keys{k}, st)
+}
+
+// checkGateBuckets is checkGate for an item of several buckets (ks, one
+// each): their taken sum to the database's sold, and their buyers together
+// are its users.
+func checkGateBuckets(t *testing.T, rdb redis.UniversalClient, ks []keys, st dbState) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	taken, err := rdb.HGet(ctx, k.meta(), "taken").Result()
-	if err != nil {
-		t.Fatalf("HGET %s taken: %v", k.meta(), err)
+	var sum int64
+	buyers := map[string]string{}
+	for _, k := range ks {
+		taken, err := rdb.HGet(ctx, k.meta(), "taken").Result()
+		if err != nil {
+			t.Fatalf("HGET %s taken: %v", k.meta(), err)
+		}
+		n, err := strconv.ParseInt(taken, 10, 64)
+		if err != nil {
+			t.Fatalf("gate %s taken = %q: %v", k.meta(), taken, err)
+		}
+		sum += n
+		bs, err := rdb.HGetAll(ctx, k.buyers()).Result()
+		if err != nil {
+			t.Fatalf("HGETALL %s: %v", k.buyers(), err)
+		}
+		for u, id := range bs {
+			buyers[u] = id
+		}
 	}
-	if n, err := strconv.ParseInt(taken, 10, 64); err != nil || n != st.sold {
-		t.Errorf("gate %s taken = %q, want %d (the database's sold)", k.meta(), taken, st.sold)
-	}
-	buyers, err := rdb.HGetAll(ctx, k.buyers()).Result()
-	if err != nil {
-		t.Fatalf("HGETALL %s: %v", k.buyers(), err)
+	if sum != st.sold {
+		t.Errorf("gate %s taken = %d (over %d buckets), want %d (the database's sold)", ks[0].meta(), sum, len(ks), st.sold)
 	}
 	p := &problems{t: t, what: fmt.Sprintf("gate buyers (%d) against the database's users (%d)", len(buyers), len(st.byUser))}
 	for u, ids := range st.byUser {
