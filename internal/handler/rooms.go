@@ -143,9 +143,11 @@ func (h *Handler) roomItem(c *gin.Context) (*stock.ItemView, bool) {
 
 // joinQueue gives the user a place in the item's line (or the one it has).
 func (h *Handler) joinQueue(c *gin.Context) {
-	if err := h.limit(c, h.cfg.IPLimit, "ip", "join:"+c.RemoteIP()); err != nil {
-		h.writeError(c, err)
-		return
+	if h.cfg.IPLimit != nil { // the key costs an address parse: only when it is used
+		if err := h.limit(c, h.cfg.IPLimit, "ip", "join:"+c.RemoteIP()); err != nil {
+			h.writeError(c, err)
+			return
+		}
 	}
 	var req joinRequest
 	if !h.decodeOptional(c, &req, h.cfg.UserJWTSecret != nil) {
@@ -190,7 +192,7 @@ func (h *Handler) joinQueue(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
-	c.Header("Cache-Control", "no-store")
+	noStore(c)
 	c.Data(http.StatusOK, jsonContentType, marshalTicket(t))
 }
 
@@ -205,7 +207,7 @@ func (h *Handler) queueStatus(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
-	c.Header("Cache-Control", "no-store")
+	noStore(c)
 	c.Data(http.StatusOK, jsonContentType, marshalTicket(t))
 }
 
@@ -330,3 +332,14 @@ func (h *Handler) passRefused(c *gin.Context, req stock.OrderRequest, err error)
 	}
 	return err
 }
+
+// noStoreValue is the Cache-Control of a ticket's answer, set as the
+// canonical key's one shared value: a join and a poll are a waiting room's
+// hot path, and c.Header canonicalizes the key and allocates the value
+// each time. net/http copies the header map when it writes it, and nothing
+// changes the slice.
+var noStoreValue = []string{"no-store"}
+
+// noStore marks the answer as not to be cached (a ticket's place and pass
+// are the holder's, and change).
+func noStore(c *gin.Context) { c.Writer.Header()["Cache-Control"] = noStoreValue }
