@@ -68,7 +68,8 @@ func TestRoomKeyedRetryOfAnOrderFromBeforeTheRoom(t *testing.T) {
 // user id JSON escapes (a quote, a backslash, a control character,
 // non-ASCII), an unknown or repeated member, or anything after the object
 // is 400 invalid_request and takes no place; the plain body and the same
-// with spaces take the same one place. Every 200 is valid JSON.
+// with spaces take the same one place. Every 200 is valid JSON, and it and
+// a status poll are marked not to be cached.
 func TestRoomJoinBodyStrict(t *testing.T) {
 	t.Parallel()
 	c := startRoomApp(t, testenv.Embedded(t))
@@ -88,9 +89,16 @@ func TestRoomJoinBodyStrict(t *testing.T) {
 		if r.Status != http.StatusOK {
 			t.Fatalf("join with body %s: got %d %s, want 200", body, r.Status, r.Body)
 		}
+		if cc := r.Header.Values("Cache-Control"); len(cc) != 1 || cc[0] != "no-store" {
+			t.Errorf("join with body %s: Cache-Control %q, want no-store (a ticket is its holder's)", body, cc)
+		}
 		var tk roomTicket
 		r.JSON(t, &tk)
 		tickets = append(tickets, tk.Ticket)
+	}
+	if r := c.Must(t, "GET", roomPath(id, "/queue/"+tickets[0]), nil, false, nil); r.Status != http.StatusOK ||
+		r.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("status poll: got %d, Cache-Control %q; want 200 and no-store", r.Status, r.Header.Get("Cache-Control"))
 	}
 	if tickets[0] != tickets[1] || tickets[1] != tickets[2] {
 		t.Errorf("ann's joins answered tickets %q, want one", tickets)
