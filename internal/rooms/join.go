@@ -105,8 +105,9 @@ func (j *joinBatcher) run() {
 	for {
 		// A short queue gets one yield first: the joins of requests already
 		// running on this process's other goroutines come into the batch
-		// (about 5 a call at 64 connections before, 20 and more after),
-		// and an idle process goes on at once.
+		// (at 64 connections a call carried about five; with the yield
+		// Redis spends a fifth less CPU a join), and an idle process goes
+		// on at once.
 		j.mu.Lock()
 		short := len(j.queue) < maxJoinBatch/4
 		j.mu.Unlock()
