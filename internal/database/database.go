@@ -37,7 +37,19 @@ func Open(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, string, []int6
 		sqlDB, _ := db.DB()
 		// SQLite has one writer; one connection turns lock contention into a queue.
 		sqlDB.SetMaxOpenConns(1)
+		// Opens of one file migrate one at a time (instances starting
+		// together, or tests sharing a file): goose has no lock of its own
+		// on SQLite, and two opens of a new file both applied migration 2
+		// ("duplicate column name"). The lock is a file of its own beside
+		// the database, as SQLite's -wal and -shm are: a descriptor of the
+		// database file itself, closed, would drop SQLite's own locks.
+		unlock, err := lockFile(sqlitePath + "-migrate-lock")
+		if err != nil {
+			_ = sqlDB.Close()
+			return nil, "", nil, err
+		}
 		applied, err := migrations.Up(ctx, sqlDB, migrations.SQLite)
+		unlock()
 		if err != nil {
 			_ = sqlDB.Close()
 			return nil, "", nil, err
