@@ -44,6 +44,24 @@ func instances(t *testing.T, n int, h func(i int, w http.ResponseWriter, r *http
 	return out
 }
 
+// runOn runs the harness against the fake through the instances ins (its
+// database checks too when withDB), and returns the report and its text.
+func runOn(t *testing.T, f *fakeService, ins []*instance, withDB bool) (*harness.Report, string) {
+	t.Helper()
+	cfg := fakeConfig("", f.token)
+	cfg.URLs = urlsOf(ins)
+	if withDB {
+		cfg.Store = f
+	}
+	rep, err := harness.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	rep.WriteText(&buf)
+	return rep, buf.String()
+}
+
 func urlsOf(ins []*instance) []string {
 	var urls []string
 	for _, in := range ins {
@@ -65,16 +83,8 @@ func TestOrdersSpreadOverEveryURL(t *testing.T) {
 		}
 		srv.Config.Handler.ServeHTTP(w, r)
 	})
-	cfg := fakeConfig("", f.token)
-	cfg.URLs = urlsOf(ins)
-	cfg.Store = f
-	rep, err := harness.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	rep.WriteText(&buf)
-	t.Log("\n" + buf.String())
+	rep, text := runOn(t, f, ins, true)
+	t.Log("\n" + text)
 	wantAllPass(t, rep)
 	if rep.Config.BaseURL != ins[0].srv.URL {
 		t.Errorf("base URL %s, want the first -url %s", rep.Config.BaseURL, ins[0].srv.URL)
@@ -82,10 +92,10 @@ func TestOrdersSpreadOverEveryURL(t *testing.T) {
 	if n := adminElsewhere.Load(); n != 0 {
 		t.Errorf("%d admin calls reached instances other than the first", n)
 	}
-	perStrategy := cfg.Attempts / 3
+	perStrategy := rep.Config.Attempts / 3
 	for i, in := range ins {
 		if got, want := in.orders.Load(), int64(len(rep.Strategies)*perStrategy); got != want {
-			t.Errorf("instance %d received %d order attempts, want %d (a third of each strategy's %d)", i, got, want, cfg.Attempts)
+			t.Errorf("instance %d received %d order attempts, want %d (a third of each strategy's %d)", i, got, want, rep.Config.Attempts)
 		}
 	}
 	for _, s := range rep.Strategies {
@@ -104,7 +114,7 @@ func TestOrdersSpreadOverEveryURL(t *testing.T) {
 			t.Errorf("strategy %s: instance counts add up to %d attempts (%d acknowledged), want %d", s.Strategy, sum, acked, s.Attempts)
 		}
 	}
-	if !strings.Contains(buf.String(), "instance 2 "+ins[2].srv.URL) {
+	if !strings.Contains(text, "instance 2 "+ins[2].srv.URL) {
 		t.Errorf("the text report has no per-instance line")
 	}
 }
@@ -128,15 +138,7 @@ func TestLossyInstanceFails(t *testing.T) {
 	})
 	for _, withDB := range []bool{false, true} {
 		t.Run(fmt.Sprintf("db=%v", withDB), func(t *testing.T) {
-			cfg := fakeConfig("", f.token)
-			cfg.URLs = urlsOf(ins)
-			if withDB {
-				cfg.Store = f
-			}
-			rep, err := harness.Run(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep, _ := runOn(t, f, ins, withDB)
 			if rep.Pass {
 				t.Fatal("an instance that acknowledges orders it never stores passed")
 			}
@@ -202,19 +204,11 @@ func TestItemUnknownElsewhereAtFirstIsWaitedFor(t *testing.T) {
 		}
 		srv.Config.Handler.ServeHTTP(w, r)
 	})
-	cfg := fakeConfig("", f.token)
-	cfg.URLs = urlsOf(ins)
-	cfg.Store = f
-	rep, err := harness.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	rep.WriteText(&buf)
+	rep, text := runOn(t, f, ins, true)
 	if !rep.Pass {
-		t.Errorf("an item unknown to two instances for %v after its creation failed the run:\n%s", unknownFor, buf.String())
+		t.Errorf("an item unknown to two instances for %v after its creation failed the run:\n%s", unknownFor, text)
 	}
-	if strings.Contains(buf.String(), " 404:") { // the status line: "status: 201:n 404:m ..."
-		t.Errorf("orders met the instances' 404s:\n%s", buf.String())
+	if strings.Contains(text, " 404:") { // the status line: "status: 201:n 404:m ..."
+		t.Errorf("orders met the instances' 404s:\n%s", text)
 	}
 }
