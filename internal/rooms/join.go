@@ -109,12 +109,11 @@ func (j *joinBatcher) run() {
 		// Redis spends a fifth less CPU a join), and an idle process goes
 		// on at once.
 		j.mu.Lock()
-		short := len(j.queue) < maxJoinBatch/4
-		j.mu.Unlock()
-		if short {
+		if len(j.queue) < maxJoinBatch/4 {
+			j.mu.Unlock()
 			runtime.Gosched()
+			j.mu.Lock()
 		}
-		j.mu.Lock()
 		n := min(len(j.queue), maxJoinBatch)
 		if n == 0 {
 			j.sending = false
