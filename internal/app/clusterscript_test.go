@@ -3,8 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,12 +30,20 @@ func TestRedisClusterScript(t *testing.T) {
 			t.Skipf("%s not installed", bin)
 		}
 	}
-	base := freePortBase(t)
+	base := testenv.FreeClusterBase(t, 3)
 	dir := filepath.Join(t.TempDir(), "cluster")
 	run := func(args ...string) (string, error) {
 		cmd := exec.Command("bash", append([]string{"../../scripts/redis-cluster.sh"}, args...)...)
 		cmd.Env = append(os.Environ(), fmt.Sprintf("SECKILL_CLUSTER_PORT_BASE=%d", base), "SECKILL_CLUSTER_DIR="+dir)
 		out, err := cmd.CombinedOutput()
+		if err != nil && args[0] == "start" {
+			// The script names a node's log; the test's dir is gone after it.
+			for p := base + 1; p <= base+3; p++ {
+				if b, rerr := os.ReadFile(filepath.Join(dir, fmt.Sprint(p), "redis.log")); rerr == nil {
+					out = append(out, fmt.Sprintf("---- %d/redis.log ----\n%s", p, b)...)
+				}
+			}
+		}
 		return string(out), err
 	}
 	t.Cleanup(func() { _, _ = run("stop") })
@@ -108,29 +114,4 @@ func TestRedisClusterScript(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s after stop: %v, want it removed", dir, err)
 	}
-}
-
-// freePortBase is a base whose three ports after it, and their cluster bus
-// ports (+10000), are free.
-func freePortBase(t *testing.T) int {
-	t.Helper()
-	for range 50 {
-		base := 20000 + rand.IntN(10000)
-		free := true
-		for p := base + 1; p <= base+3 && free; p++ {
-			for _, port := range []int{p, p + 10000} {
-				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-				if err != nil {
-					free = false
-					break
-				}
-				_ = l.Close()
-			}
-		}
-		if free {
-			return base
-		}
-	}
-	t.Fatal("no free ports for a cluster")
-	return 0
 }

@@ -239,7 +239,45 @@ func FreePort(t testing.TB) int {
 	return 0
 }
 
-// The ports FreePort picks from, and those it gave.
+// FreeClusterBase is a base port for scripts/redis-cluster.sh with n
+// nodes: the nodes' ports base+1..base+n and their cluster bus ports
+// (+10000, which the script does not let one choose) are all free at the
+// time of asking, below the ephemeral range (see FreePort), and given
+// once in a process, FreePort's included.
+func FreeClusterBase(t testing.TB, n int) int {
+	t.Helper()
+	const busOffset = 10000
+	for range 200 {
+		base := portsLow - 1 + rand.IntN(portsHigh-busOffset-n-portsLow)
+		var claimed []int
+		ok := true
+		for p := base + 1; p <= base+n && ok; p++ {
+			for _, port := range []int{p, p + busOffset} {
+				if _, taken := portsGiven.LoadOrStore(port, true); taken {
+					ok = false
+					break
+				}
+				claimed = append(claimed, port)
+				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+				if err != nil {
+					ok = false
+					break
+				}
+				_ = l.Close()
+			}
+		}
+		if ok {
+			return base
+		}
+		for _, port := range claimed { // a port in use now may be free for another caller later
+			portsGiven.Delete(port)
+		}
+	}
+	t.Fatalf("no %d free loopback ports (and their bus ports) below the ephemeral range", n)
+	return 0
+}
+
+// The ports FreePort and FreeClusterBase pick from, and those they gave.
 const portsLow, portsHigh = 21000, 32700
 
 var portsGiven sync.Map // int -> true
