@@ -57,11 +57,24 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 // Status is the status of the ticket string t in item v's room: not found
 // when t was not signed here for this item, the item has no room, or Redis
 // says the number is another user's (t is of a line that is gone).
+//
+// A ticket that verifies for a room this process does not know yet was
+// issued by another instance that knew it first (rooms are reloaded every
+// Config.Reload): the rooms are learned now (Learn, one reload for
+// concurrent callers), so a buyer polling through another instance than
+// the join's is never told its ticket does not exist. Only a ticket signed
+// with the room key costs a reload: a forged one is refused first.
 func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Ticket, error) {
 	number, user, ok := s.tix.open(v.ID, t)
-	e := s.entry(v.ID)
-	if !ok || e == nil {
+	if !ok {
 		return nil, stock.ErrNotFound
+	}
+	e := s.entry(v.ID)
+	if e == nil {
+		s.Learn(ctx, v.ID)
+		if e = s.entry(v.ID); e == nil {
+			return nil, stock.ErrNotFound
+		}
 	}
 	now := s.cfg.Now()
 	if tk, ok := s.cachedStatus(e, v, number, t, now); ok {

@@ -1,0 +1,76 @@
+package rooms
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// A buyer joins through one instance and polls through another that has
+// not reloaded the rooms since the room was made (it reloads every
+// Config.Reload, here an hour): the poll learns the room and answers the
+// ticket's state, not 404 (the load harness met this: a buyer told its
+// ticket does not exist stops polling, and its pass, once admitted, went
+// unused). A ticket of a room that is gone stays not found, and a forged
+// one is refused.
+func TestPollThroughAnInstanceThatHasNotLoadedTheRoom(t *testing.T) {
+	b := testenv.Real(t)
+	db := b.DB(t)
+	ctx := context.Background()
+	key := make([]byte, 32)
+	start := func() *Service {
+		s, err := New(ctx, db, b.Universal(t), noShop{}, nil, Config{Key: key, KeyPrefix: b.KeyPrefix,
+			Tick: 10 * time.Millisecond, Reload: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(s.Close)
+		return s
+	}
+	joiner, poller := start(), start() // both have loaded the rooms once, before this one existed
+
+	id := 900_000 + nextItem.Add(1)
+	now := time.Now().UTC()
+	r := row{ItemID: id, AdmitPerSecond: 10, PassTTLSeconds: 60, Lottery: true, CreatedAt: now, UpdatedAt: now}
+	r.newSeed()
+	if err := db.Create(&r).Error; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Where("item_id = ?", id).Delete(&row{}) })
+	opens := now.Add(time.Hour)
+	v := &stock.ItemView{ID: id, Remaining: 10, StartsAt: &opens}
+
+	joiner.Learn(ctx, id)
+	tk, err := joiner.Join(ctx, v, "buyer-1")
+	if err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	if poller.Roomed(id) {
+		t.Fatal("the polling instance knows the room already: the test needs one that does not")
+	}
+	got, err := poller.Status(ctx, v, tk.Ticket)
+	if err != nil {
+		t.Fatalf("poll through the other instance: %v, want the ticket's state", err)
+	}
+	if got.Number != tk.Number || got.State != room.StateWaiting {
+		t.Errorf("poll through the other instance: ticket %d %s, want %d waiting", got.Number, got.State, tk.Number)
+	}
+
+	if _, err := poller.Status(ctx, v, tk.Ticket[:len(tk.Ticket)-2]+"AA"); !errors.Is(err, stock.ErrNotFound) {
+		t.Errorf("forged ticket: %v, want not found", err)
+	}
+	// The room turned off (its row gone): a third instance that never knew
+	// it learns nothing and answers not found.
+	if err := db.Where("item_id = ?", id).Delete(&row{}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := start().Status(ctx, v, tk.Ticket); !errors.Is(err, stock.ErrNotFound) {
+		t.Errorf("ticket of a room that is gone: %v, want not found", err)
+	}
+}
