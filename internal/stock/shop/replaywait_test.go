@@ -76,6 +76,11 @@ func replayOfSlowTwin(t *testing.T, b testenv.Backend, k int, soldOut bool) {
 	units := int64(k) + 5
 	if soldOut {
 		units = 1
+		// Bob's sold_out below must be remembered: a subscription confirmed
+		// between his request and its mark voids the mark (the memo's
+		// epoch), and without one a mark holds only a second (under load,
+		// CI saw "the sell-out is not known here").
+		waitFor(t, "the sold-out memo subscribed", s.soldOut.Subscribed)
 	}
 	it, err := s.CreateItem(ctx, stock.NewItem{Name: "slow twin", Stock: units, Strategy: stock.StrategyLua, Buckets: k})
 	if err != nil {
