@@ -81,6 +81,8 @@ func TestSoldOutKeyedRefusalStoresNothing(t *testing.T) {
 			t.Run(string(strategy), func(t *testing.T) {
 				ctx := context.Background()
 				s := newTestService(t, b, Config{Queue: queue.Config{Writers: 1}}, nil)
+				// A mark made before the subscription is confirmed is voided by it.
+				waitFor(t, "the sold-out memo subscribed", s.soldOut.Subscribed)
 				rdb := b.Redis(t)
 				it, err := s.CreateItem(ctx, stock.NewItem{Name: "last unit", Stock: 1, Strategy: strategy})
 				if err != nil {
@@ -157,6 +159,7 @@ func TestReplayFoundByTheStrategySettlesTheClaim(t *testing.T) {
 				cfg := Config{Queue: queue.Config{Writers: 1}}
 				st := newTestStore(t, b, nil)
 				s1, s2 := newTestServiceOn(t, b, st, cfg, nil), newTestServiceOn(t, b, st, cfg, nil)
+				waitFor(t, "s1's sold-out memo subscribed", s1.soldOut.Subscribed) // a mark made before is voided by it
 				rdb := b.Redis(t)
 				it, err := s1.CreateItem(ctx, stock.NewItem{Name: "two units", Stock: 2, Strategy: strategy})
 				if err != nil {
