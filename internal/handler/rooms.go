@@ -31,6 +31,8 @@ type Rooms interface {
 	Refused(ctx context.Context, itemID int64, passErr error)
 	// Learn reloads the rooms unless the item's is known here.
 	Learn(ctx context.Context, itemID int64)
+	// LearnUnproven is Learn for a join, at most once every 100 ms.
+	LearnUnproven(ctx context.Context, itemID int64)
 	// CreateItem creates an item with its room in one transaction.
 	CreateItem(ctx context.Context, in stock.NewItem, c rooms.Change) (*stock.Item, error)
 	// Replayable: the user has an order of the item under this key.
@@ -163,8 +165,13 @@ func (h *Handler) joinQueue(c *gin.Context) {
 		return
 	}
 	if !h.cfg.Rooms.Roomed(v.ID) {
-		h.writeError(c, rooms.ErrNoWaitingRoom)
-		return
+		// Its room may have been made through another instance a moment
+		// ago (this one reloads every second): learn it before saying no.
+		h.cfg.Rooms.LearnUnproven(c.Request.Context(), v.ID)
+		if !h.cfg.Rooms.Roomed(v.ID) {
+			h.writeError(c, rooms.ErrNoWaitingRoom)
+			return
+		}
 	}
 	if v.EndsAt != nil && !time.Now().Before(*v.EndsAt) {
 		h.writeError(c, stock.ErrSaleEnded)

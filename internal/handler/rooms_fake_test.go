@@ -21,6 +21,7 @@ func (answeringRooms) VerifyPass(int64, string, string) (room.Pass, error) {
 }
 func (answeringRooms) Refused(context.Context, int64, error) {}
 func (answeringRooms) Learn(context.Context, int64)          {}
+func (answeringRooms) LearnUnproven(context.Context, int64)  {}
 func (answeringRooms) CreateItem(_ context.Context, in stock.NewItem, _ rooms.Change) (*stock.Item, error) {
 	return &stock.Item{ID: 1, Name: in.Name, Stock: in.Stock, Strategy: in.Strategy, Buckets: in.Buckets}, nil
 }

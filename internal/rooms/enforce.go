@@ -2,6 +2,7 @@ package rooms
 
 import (
 	"context"
+	"time"
 
 	"github.com/seckill/seckill/internal/room"
 )
@@ -43,6 +44,29 @@ func (s *Service) Learn(ctx context.Context, id int64) {
 		s.reloadNow(ctx)
 		return nil, nil
 	})
+}
+
+// minUnprovenGap is how often requests with nothing to show that an item
+// has a room (joins) may make this process reload the rooms.
+const minUnprovenGap = 100 * time.Millisecond
+
+// LearnUnproven is Learn for a join of item id, whose room this process
+// does not know: the room may have been made through another instance
+// within the last reload (Config.Reload), and the buyer is better told
+// their place than "no waiting room". Nothing shows the item has one (a
+// refused order or a signed ticket does), so at most one such reload
+// happens every minUnprovenGap: joins of items without a room cannot make
+// every request a database read.
+func (s *Service) LearnUnproven(ctx context.Context, id int64) {
+	if s.Roomed(id) {
+		return
+	}
+	now := s.cfg.Now().UnixNano()
+	last := s.unproven.Load()
+	if now-last < int64(minUnprovenGap) || !s.unproven.CompareAndSwap(last, now) {
+		return
+	}
+	s.Learn(ctx, id)
 }
 
 // VerifyPass verifies pass for item id and user like CheckPass, without

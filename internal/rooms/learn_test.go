@@ -3,6 +3,7 @@ package rooms
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,5 +73,54 @@ func TestPollThroughAnInstanceThatHasNotLoadedTheRoom(t *testing.T) {
 	}
 	if _, err := start().Status(ctx, v, tk.Ticket); !errors.Is(err, stock.ErrNotFound) {
 		t.Errorf("ticket of a room that is gone: %v, want not found", err)
+	}
+}
+
+// A join through an instance that has not loaded a room made a moment ago
+// learns it (LearnUnproven) instead of answering "no waiting room"; with
+// nothing to show an item has a room, such reloads come at most every
+// minUnprovenGap, so joins of items without one cannot make every request
+// a database read.
+func TestJoinLearnsARoomAtMostEveryGap(t *testing.T) {
+	b := testenv.Real(t)
+	db := b.DB(t)
+	ctx := context.Background()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	s, err := New(ctx, db, b.Universal(t), noShop{}, nil, Config{Key: make([]byte, 32), KeyPrefix: b.KeyPrefix,
+		Tick: 10 * time.Millisecond, Reload: time.Hour, Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	newRoom := func() int64 { // made after s loaded the rooms, as through another instance
+		id := 900_000 + nextItem.Add(1)
+		now := time.Now().UTC()
+		r := row{ItemID: id, AdmitPerSecond: 10, PassTTLSeconds: 60, Lottery: true, CreatedAt: now, UpdatedAt: now}
+		r.newSeed()
+		if err := db.Create(&r).Error; err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Where("item_id = ?", id).Delete(&row{}) })
+		return id
+	}
+	first, second := newRoom(), newRoom()
+	s.LearnUnproven(ctx, first)
+	if !s.Roomed(first) {
+		t.Fatal("a join's LearnUnproven did not learn a room made since the last reload")
+	}
+	third := newRoom()
+	s.LearnUnproven(ctx, third)
+	if s.Roomed(third) {
+		t.Errorf("a second LearnUnproven within %v reloaded the rooms", minUnprovenGap)
+	}
+	if !s.Roomed(second) {
+		t.Error("the first reload missed a room made before it")
+	}
+	clock.Add(int64(minUnprovenGap))
+	s.LearnUnproven(ctx, third)
+	if !s.Roomed(third) {
+		t.Errorf("LearnUnproven %v after the last did not reload", minUnprovenGap)
 	}
 }

@@ -113,6 +113,9 @@ type Service struct {
 	// reloading shares one reload among the orders refused at once for a
 	// room not known here yet (Refused).
 	reloading singleflight.Group
+	// unproven is when (Unix ns, Config.Now) a join last made this process
+	// reload for a room it did not know (LearnUnproven).
+	unproven atomic.Int64
 
 	ctx     context.Context
 	cancel  context.CancelFunc
