@@ -22,9 +22,11 @@ var Strategies = []string{"lua", "lock", "lua-async"}
 // proofSlots keeps a test binary's concurrency proofs from starving each
 // other's bounded waits into 503s on a 2-core machine: two lua or
 // lua-async proofs on real backends may run at once; a lock proof (its
-// 2,000 requests queue at the item's lock, 5 s wait) and one on the
+// 2,000 requests queue at the item's lock, 5 s wait), one on the
 // embedded backends (they queue at the one in-process Redis, 10 s timeout,
-// and the one SQLite writer) run alone.
+// and the one SQLite writer) and one across several instances (three
+// services' loops and pools in this process: two at once starved it into
+// dial timeouts and "no answer within 3s" in CI, 2026-11-28) run alone.
 var proofSlots = semaphore.NewWeighted(2)
 
 // ProofSpec sizes a concurrency proof.
@@ -85,7 +87,7 @@ func ProofAcross(t *testing.T, cs []*Client, db *gorm.DB, strategy string, spec 
 	// Proofs take turns (see proofSlots); parallel tests that mostly wait
 	// run beside them.
 	weight := int64(1)
-	if db.Dialector.Name() == "sqlite" || strategy == "lock" {
+	if db.Dialector.Name() == "sqlite" || strategy == "lock" || len(cs) > 1 {
 		weight = 2
 	}
 	testenv.Heavy(t) // and never beside another package's latency-bound test
