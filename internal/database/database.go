@@ -29,25 +29,29 @@ func Open(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, string, []int6
 		// a cancellation) would otherwise fail with SQLITE_BUSY_SNAPSHOT,
 		// which busy_timeout does not retry, when another connection (a
 		// second instance on the same file) wrote in between.
+		//
+		// Opens of one file take turns, from the open to the last migration
+		// (instances starting together, or tests sharing a file): goose has
+		// no lock of its own on SQLite, and two opens of a new file both
+		// applied migration 2 ("duplicate column name"); and switching a new
+		// file to WAL while another open does can fail at once with
+		// SQLITE_BUSY, which busy_timeout does not retry (seen in CI). The
+		// lock is a file of its own beside the database, as SQLite's -wal
+		// and -shm are: a descriptor of the database file itself, closed,
+		// would drop SQLite's own locks.
+		unlock, err := lockFile(sqlitePath + "-migrate-lock")
+		if err != nil {
+			return nil, "", nil, err
+		}
 		db, err := gorm.Open(sqlite.Open("file:"+sqlitePath+
 			"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"), gcfg)
 		if err != nil {
+			unlock()
 			return nil, "", nil, fmt.Errorf("open sqlite %s: %w", sqlitePath, err)
 		}
 		sqlDB, _ := db.DB()
 		// SQLite has one writer; one connection turns lock contention into a queue.
 		sqlDB.SetMaxOpenConns(1)
-		// Opens of one file migrate one at a time (instances starting
-		// together, or tests sharing a file): goose has no lock of its own
-		// on SQLite, and two opens of a new file both applied migration 2
-		// ("duplicate column name"). The lock is a file of its own beside
-		// the database, as SQLite's -wal and -shm are: a descriptor of the
-		// database file itself, closed, would drop SQLite's own locks.
-		unlock, err := lockFile(sqlitePath + "-migrate-lock")
-		if err != nil {
-			_ = sqlDB.Close()
-			return nil, "", nil, err
-		}
 		applied, err := migrations.Up(ctx, sqlDB, migrations.SQLite)
 		unlock()
 		if err != nil {
