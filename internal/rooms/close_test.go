@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
@@ -27,6 +29,21 @@ func (noShop) CreateItemWith(context.Context, stock.NewItem, store.WithItem) (*s
 	return nil, errNoShop
 }
 
+// storeRoom stores a room (a new item id's) in the database only, as
+// another instance would: the Services of a test learn it by a reload.
+func storeRoom(t *testing.T, db *gorm.DB) int64 {
+	t.Helper()
+	id := 900_000 + nextItem.Add(1)
+	now := time.Now().UTC()
+	r := row{ItemID: id, AdmitPerSecond: 10, PassTTLSeconds: 60, Lottery: true, CreatedAt: now, UpdatedAt: now}
+	r.newSeed()
+	if err := db.Create(&r).Error; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Where("item_id = ?", id).Delete(&row{}) })
+	return id
+}
+
 // Once Close has returned, nothing starts a loop any more: an order path
 // still running during shutdown that learns a room set up elsewhere
 // (Learn, Refused: a reload) must not start that room's admission loop
@@ -43,14 +60,7 @@ func TestNoLoopStartsAfterClose(t *testing.T) {
 	}
 	s.Start()
 	s.Close()
-	id := 900_000 + nextItem.Add(1)
-	now := time.Now().UTC()
-	r := row{ItemID: id, AdmitPerSecond: 10, PassTTLSeconds: 60, Lottery: true, CreatedAt: now, UpdatedAt: now}
-	r.newSeed()
-	if err := db.Create(&r).Error; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Where("item_id = ?", id).Delete(&row{}) })
+	id := storeRoom(t, db)
 	s.Learn(ctx, id)
 	e := s.entry(id)
 	if e == nil {

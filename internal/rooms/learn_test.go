@@ -36,14 +36,8 @@ func TestPollThroughAnInstanceThatHasNotLoadedTheRoom(t *testing.T) {
 	}
 	joiner, poller := start(), start() // both have loaded the rooms once, before this one existed
 
-	id := 900_000 + nextItem.Add(1)
+	id := storeRoom(t, db)
 	now := time.Now().UTC()
-	r := row{ItemID: id, AdmitPerSecond: 10, PassTTLSeconds: 60, Lottery: true, CreatedAt: now, UpdatedAt: now}
-	r.newSeed()
-	if err := db.Create(&r).Error; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Where("item_id = ?", id).Delete(&row{}) })
 	opens := now.Add(time.Hour)
 	v := &stock.ItemView{ID: id, Remaining: 10, StartsAt: &opens}
 
@@ -94,23 +88,13 @@ func TestJoinLearnsARoomAtMostEveryGap(t *testing.T) {
 	}
 	s.Start()
 	t.Cleanup(s.Close)
-	newRoom := func() int64 { // made after s loaded the rooms, as through another instance
-		id := 900_000 + nextItem.Add(1)
-		now := time.Now().UTC()
-		r := row{ItemID: id, AdmitPerSecond: 10, PassTTLSeconds: 60, Lottery: true, CreatedAt: now, UpdatedAt: now}
-		r.newSeed()
-		if err := db.Create(&r).Error; err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Where("item_id = ?", id).Delete(&row{}) })
-		return id
-	}
-	first, second := newRoom(), newRoom()
+	// Rooms stored after s loaded the rooms, as through another instance.
+	first, second := storeRoom(t, db), storeRoom(t, db)
 	s.LearnUnproven(ctx, first)
 	if !s.Roomed(first) {
 		t.Fatal("a join's LearnUnproven did not learn a room made since the last reload")
 	}
-	third := newRoom()
+	third := storeRoom(t, db)
 	s.LearnUnproven(ctx, third)
 	if s.Roomed(third) {
 		t.Errorf("a second LearnUnproven within %v reloaded the rooms", minUnprovenGap)
