@@ -224,16 +224,9 @@ func (s *RedisServer) clusterState() string {
 func FreePort(t testing.TB) int {
 	t.Helper()
 	for range 200 {
-		port := portsLow + rand.IntN(portsHigh-portsLow)
-		if _, taken := portsGiven.LoadOrStore(port, true); taken {
-			continue
+		if port := portsLow + rand.IntN(portsHigh-portsLow); claimPort(port) {
+			return port
 		}
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		return port
 	}
 	t.Fatal("no free loopback port below the ephemeral range")
 	return 0
@@ -250,31 +243,36 @@ func FreeClusterBase(t testing.TB, n int) int {
 	for range 200 {
 		base := portsLow - 1 + rand.IntN(portsHigh-busOffset-n-portsLow)
 		var claimed []int
-		ok := true
-		for p := base + 1; p <= base+n && ok; p++ {
+		for p := base + 1; p <= base+n; p++ {
 			for _, port := range []int{p, p + busOffset} {
-				if _, taken := portsGiven.LoadOrStore(port, true); taken {
-					ok = false
-					break
+				if claimPort(port) {
+					claimed = append(claimed, port)
 				}
-				claimed = append(claimed, port)
-				l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-				if err != nil {
-					ok = false
-					break
-				}
-				_ = l.Close()
 			}
 		}
-		if ok {
+		if len(claimed) == 2*n {
 			return base
 		}
-		for _, port := range claimed { // a port in use now may be free for another caller later
+		for _, port := range claimed { // free, so another caller may take it
 			portsGiven.Delete(port)
 		}
 	}
 	t.Fatalf("no %d free loopback ports (and their bus ports) below the ephemeral range", n)
 	return 0
+}
+
+// claimPort gives port if no caller in this process was given it and it
+// is free now. A port in use stays marked given: it is not tried again.
+func claimPort(port int) bool {
+	if _, taken := portsGiven.LoadOrStore(port, true); taken {
+		return false
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
 }
 
 // The ports FreePort and FreeClusterBase pick from, and those they gave.
