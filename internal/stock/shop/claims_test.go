@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/testenv"
@@ -186,6 +188,59 @@ func TestReplayFoundByTheStrategySettlesTheClaim(t *testing.T) {
 				}
 				if got, replayed, err := s1.PlaceOrder(ctx, req); err != nil || !replayed || got.ID != o.ID {
 					t.Errorf("replay on s1, which knows the sell-out: got %+v replayed %v %v, want order %s replayed", got, replayed, err, o.ID)
+				}
+			})
+		}
+	})
+}
+
+// Promise 4 across lock writers (found by TestConcurrencyProof on a lock
+// item with 4 buckets): a lock order's writer settles its key right after
+// the commit, and in between another writer (another bucket's, another
+// instance's) may meet the sell-out. A replay then read the claim still
+// pending and the item sold out, and answered sold_out to a key whose
+// first request got 201. The claim below is set back to pending after
+// alice's order, the state between her commit and her settle.
+func TestReplayOfUnsettledLockTwinGetsTheOrder(t *testing.T) {
+	t.Parallel()
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		for _, k := range []int{1, 4} {
+			t.Run(fmt.Sprintf("buckets=%d", k), func(t *testing.T) {
+				ctx := context.Background()
+				st := newTestStore(t, b, nil)
+				s1, s2 := newTestServiceOn(t, b, st, Config{}, nil), newTestServiceOn(t, b, st, Config{}, nil)
+				waitFor(t, "s2's sold-out memo subscribed", s2.soldOut.Subscribed) // a mark made before is voided by it
+				rdb := b.Redis(t)
+				it, err := s1.CreateItem(ctx, stock.NewItem{Name: "last unit", Stock: 1, Strategy: stock.StrategyLock, Buckets: k})
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := stock.OrderRequest{ItemID: it.ID, UserID: "alice", IdempotencyKey: "alice-1"}
+				o, _, err := s1.PlaceOrder(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				unsettle := func() {
+					t.Helper()
+					if err := rdb.SetArgs(ctx, s1.idemKey(it, req.IdempotencyKey), "alice|", redis.SetArgs{Mode: "XX", KeepTTL: true}).Err(); err != nil {
+						t.Fatalf("set alice's claim back to pending: %v", err)
+					}
+				}
+				if _, _, err := s2.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "bob", IdempotencyKey: "bob-1"}); !errors.Is(err, stock.ErrSoldOut) {
+					t.Fatalf("bob: got %v, want sold out", err)
+				}
+				if !s2.KnownSoldOut(it.ID) {
+					t.Fatal("s2 does not know the sell-out it answered")
+				}
+				unsettle()
+				if got, replayed, err := s2.PlaceOrder(ctx, req); err != nil || !replayed || got.ID != o.ID {
+					t.Fatalf("replay on s2, which knows the sell-out: got %+v replayed %v %v, want order %s replayed", got, replayed, err, o.ID)
+				}
+				if v, err := rdb.Get(ctx, s1.idemKey(it, req.IdempotencyKey)).Result(); err != nil || v != "alice|"+o.ID {
+					t.Errorf("alice's claim after the replay: %q %v, want it settled to her order", v, err)
+				}
+				if _, _, err := s2.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: "bob", IdempotencyKey: "bob-1"}); !errors.Is(err, stock.ErrSoldOut) {
+					t.Errorf("bob's key again: got %v, want sold out", err)
 				}
 			})
 		}

@@ -68,25 +68,17 @@ func claimState(prev string, err error, userID string) (state, orderID string, _
 // skips the per-user limit, so a claim written here would let one user
 // store a 24 h key per distinct Idempotency-Key without bound.
 func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.OrderRequest) (*stock.Order, bool, error) {
-	var claim *redis.StringCmd
-	var reserved *redis.BoolCmd
-	var marked *redis.IntCmd
+	var c twinRead
 	err := s.pipe.Do(ctx, func(ctx context.Context, p redis.Pipeliner) {
-		claim = p.Get(ctx, s.idemKey(it, req.IdempotencyKey))
-		marked = p.Exists(ctx, s.claimsMark(it, req.IdempotencyKey))
-		if s.strategy(it.Strategy).reservesFirst() {
-			reserved = p.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
-		}
+		c = s.readTwin(ctx, p, it, req)
 	}, nil)
 	if err == nil {
-		err = marked.Err()
-	}
-	if err == nil && reserved != nil {
-		err = reserved.Err()
+		err = c.err()
 	}
 	if err != nil {
 		return nil, false, gate.Error("claim idempotency key", err)
 	}
+	claim, marked, reserved := c.claim, c.marked, c.reserved
 	prev, prevErr := claim.Val(), claim.Err()
 	if errors.Is(prevErr, redis.Nil) && marked.Val() == 0 {
 		// No claim, and Redis lost the claims: the database may have
@@ -101,6 +93,12 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.Or
 	}
 	if state == claimDone {
 		if o, err := s.store.Order(ctx, orderID); err == nil {
+			return o, true, nil
+		}
+	}
+	if state == claimOpen && s.mayBeUnsettled(it, c.age) {
+		if o, err := s.replay(ctx, it, req, false); o != nil && err == nil {
+			s.settle(ctx, it, req, o.ID)
 			return o, true, nil
 		}
 	}
@@ -144,28 +142,27 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 		// gate, holds a reservation whose write may be in flight. One round
 		// trip asks both.
 		pipe := s.rdb.Pipeline()
-		claim := pipe.Get(ctx, s.idemKey(it, req.IdempotencyKey))
-		marked := pipe.Exists(ctx, s.claimsMark(it, req.IdempotencyKey))
-		var reserved *redis.BoolCmd
-		if s.strategy(it.Strategy).reservesFirst() {
-			reserved = pipe.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
-		}
+		c := s.readTwin(ctx, pipe, it, req)
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, nil
 		}
-		prev := claim.Val()
-		if _, id, _ := strings.Cut(prev, "|"); id == "" && marked.Val() == 0 {
+		prev := c.claim.Val()
+		if _, id, _ := strings.Cut(prev, "|"); id == "" && c.marked.Val() == 0 {
 			// Redis lost the claims: the database may have this key's order.
 			if p, err := s.recoverClaim(ctx, it, req); err == nil {
 				prev = p
 			}
 		}
-		if user, id, _ := strings.Cut(prev, "|"); user == req.UserID && id != "" {
+		user, id, _ := strings.Cut(prev, "|")
+		if user == req.UserID && id != "" {
 			if o, err := s.store.Order(ctx, id); err == nil {
 				return o, nil
 			}
 		}
-		if reserved != nil && reserved.Val() {
+		if user == req.UserID && id == "" && s.mayBeUnsettled(it, c.age) {
+			return s.replay(ctx, it, req, false)
+		}
+		if reserved := c.reserved; reserved != nil && reserved.Val() {
 			return s.replay(ctx, it, req, true)
 		}
 	}
@@ -253,4 +250,58 @@ func (s *Service) idemKey(it *stock.Item, key string) string {
 		return s.keys.Idem(it.ID, key)
 	}
 	return s.keys.Bucket(gate.PickBucket(it.ID, it.Buckets, key)).Idem(key)
+}
+
+// twinRead is what a keyed request refused as sold out reads, in one round
+// trip, of an earlier request with its key: the key's claim, whether
+// Redis still has the item's claims (claimsMark), and the user's
+// reservation (strategies that reserve first) or the claim's remaining
+// lifetime (lock, see mayBeUnsettled).
+type twinRead struct {
+	claim    *redis.StringCmd
+	marked   *redis.IntCmd
+	reserved *redis.BoolCmd     // nil unless the strategy reserves first
+	age      *redis.DurationCmd // the claim's PTTL; nil unless lock
+}
+
+func (s *Service) readTwin(ctx context.Context, p redis.Pipeliner, it *stock.Item, req stock.OrderRequest) twinRead {
+	key := s.idemKey(it, req.IdempotencyKey)
+	c := twinRead{claim: p.Get(ctx, key), marked: p.Exists(ctx, s.claimsMark(it, req.IdempotencyKey))}
+	if s.strategy(it.Strategy).reservesFirst() {
+		c.reserved = p.HExists(ctx, s.buyersKey(it, req.UserID), req.UserID)
+	}
+	if it.Strategy == stock.StrategyLock {
+		c.age = p.PTTL(ctx, key)
+	}
+	return c
+}
+
+// err is the first failure among the reads, the claim's absence aside.
+func (c twinRead) err() error {
+	err := c.marked.Err()
+	if err == nil && c.reserved != nil {
+		err = c.reserved.Err()
+	}
+	if err == nil && c.age != nil {
+		err = c.age.Err()
+	}
+	return err
+}
+
+// mayBeUnsettled reports whether a pending claim (age: its PTTL, nil
+// when not read) may belong to a lock order committed but not settled yet.
+// A lock order leaves no trace in Redis before its writer settles the key,
+// right after the commit, and by then another writer (another bucket's,
+// another instance's) may have met the sell-out: the replay reads the
+// claim pending and the item sold out, and its twin's 201 is in the
+// database. Only a claim made within the request timeout (plus a second)
+// can be that; an older pending claim is a request long over, refused or
+// gone, so a flood of refused keys retried after the sell-out costs no
+// database read.
+func (s *Service) mayBeUnsettled(it *stock.Item, age *redis.DurationCmd) bool {
+	if age == nil || age.Err() != nil || age.Val() < 0 {
+		return false
+	}
+	made := s.cfg.IdempotencyTTL - age.Val()
+	return made < s.cfg.RequestTimeout+time.Second
 }
