@@ -58,13 +58,21 @@ func (s *Service) placeAsync(ctx context.Context, it *stock.Item, req stock.Orde
 	case err == nil:
 		return o, rerun, nil
 	case claimed && !errors.As(err, &dup):
+		if errors.Is(err, stock.ErrSoldOut) {
+			s.markSoldOut(ctx, it.ID, gen)
+			// A twin with this key may have queued this very order: it
+			// reruns the order id the claim names (claimAsync), and can
+			// take the last unit moved to the home bucket after this
+			// script found the bucket empty and before Rebalance found
+			// the item sold out. Its 202 is this key's answer.
+			if o, err := s.findOrderOf(ctx, it.ID, orderID); err == nil {
+				return answerReplay(o)
+			}
+		}
 		// Refused, with no order queued under the claim's id: the claim
 		// is kept for the user with no order ("user|"), so a retry runs
 		// again (as a lua claim left pending does).
 		s.settle(ctx, it, req, "")
-		if errors.Is(err, stock.ErrSoldOut) {
-			s.markSoldOut(ctx, it.ID, gen)
-		}
 		return nil, false, err
 	case errors.As(err, &dup) && req.IdempotencyKey != "":
 		// The script found no claim of this key (a claim naming an order
@@ -211,6 +219,11 @@ func (s *Service) replayAsync(ctx context.Context, itemID int64, orderID string)
 	if err != nil {
 		return nil, false, fmt.Errorf("order %s of this Idempotency-Key: %w", orderID, err)
 	}
+	return answerReplay(o)
+}
+
+// answerReplay is a replay's answer when its key names o.
+func answerReplay(o *stock.Order) (*stock.Order, bool, error) {
 	if o.Status == stock.StatusFailed {
 		return nil, false, failedOrderError(o)
 	}
