@@ -19,7 +19,7 @@ import (
 var (
 	camera      = struct{ name, price string }{"Leica Q3 43", "Price: 6,990.00"}
 	queuers     = []string{"zhang.wei", "li.na"}
-	beforeStart = 14 * time.Second // time enough for two tabs to join first (3.5 s at a load average of 19 one day, 6.8-8.2 s on a slower one)
+	beforeStart = 20 * time.Second // time enough for two tabs to join first (3.5 s at a load average of 19 one day, 6.8-8.2 s on a slower one, 9.4-14 s and once past 14 s in a full run on 2026-11-28)
 )
 
 // ticketStatus is a ticket's status as the API answers it (ROOM-API.md).
