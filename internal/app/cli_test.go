@@ -149,7 +149,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachEmpty(t, func(t *testing.T, b testenv.Backend) {
 		e := env(map[string]string{"SECKILL_MYSQL_DSN": b.MySQLDSN, "SECKILL_SQLITE_PATH": b.SQLitePath, "SECKILL_ADMIN_TOKEN": apptest.Token})
 		var out, errb bytes.Buffer
 		if code := app.Main([]string{"migrate"}, e, &out, &errb); code != 0 {

@@ -84,6 +84,21 @@ func ForEach(t *testing.T, fn func(t *testing.T, b Backend)) {
 	t.Run("mariadb", func(t *testing.T) { fn(t, Real(t)) })
 }
 
+// ForEachEmpty is ForEach with empty databases, for tests of what the
+// migrations do to a new database (the others start with the schema: see
+// schema.go).
+func ForEachEmpty(t *testing.T, fn func(t *testing.T, b Backend)) {
+	t.Helper()
+	t.Run("embedded", func(t *testing.T) { fn(t, embedded(t, false)) })
+	t.Run("mariadb", func(t *testing.T) {
+		b, _ := openReal(t, "", false, func(what string, err error) {
+			t.Helper()
+			t.Skipf("%s unavailable (set CI=true to make this fail): %v", what, err)
+		})
+		fn(t, b)
+	})
+}
+
 // ForEachWithCluster is ForEach, then "cluster": the real pair with the
 // local Redis Cluster for Redis (see Cluster). A test on it must reach
 // Redis through Backend.Universal, which routes each key to its master.
@@ -96,20 +111,30 @@ func ForEachWithCluster(t *testing.T, fn func(t *testing.T, b Backend)) {
 // Embedded starts a miniredis and names an SQLite file in a temp dir.
 func Embedded(t testing.TB) Backend {
 	t.Helper()
+	return embedded(t, true)
+}
+
+// embedded is Embedded; schema: the file starts with the migrated schema.
+func embedded(t testing.TB, schema bool) Backend {
+	t.Helper()
 	m, err := embedredis.Start()
 	if err != nil {
 		t.Fatalf("start miniredis: %v", err)
 	}
 	t.Cleanup(m.Close)
+	path := filepath.Join(t.TempDir(), "seckill.db")
+	if err := writeSQLiteSchema(path, schema); err != nil {
+		t.Fatalf("sqlite schema: %v", err)
+	}
 	return Backend{Name: "embedded", RedisURL: m.URL(),
-		SQLitePath: filepath.Join(t.TempDir(), "seckill.db"), KeyPrefix: "t" + Suffix(), Mini: m}
+		SQLitePath: path, KeyPrefix: "t" + Suffix(), Mini: m}
 }
 
 // Real creates a fresh MariaDB database and a Redis key prefix, and removes
 // both when the test ends. It never flushes the shared Redis.
 func Real(t testing.TB) Backend {
 	t.Helper()
-	b, _ := openReal(t, "", func(what string, err error) {
+	b, _ := openReal(t, "", true, func(what string, err error) {
 		t.Helper()
 		t.Skipf("%s unavailable (set CI=true to make this fail): %v", what, err)
 	})
@@ -122,7 +147,7 @@ func Real(t testing.TB) Backend {
 // removed from every master when the test ends. Nothing is flushed.
 func Cluster(t testing.TB) Backend {
 	t.Helper()
-	b, _ := openReal(t, ModeCluster, func(what string, err error) {
+	b, _ := openReal(t, ModeCluster, true, func(what string, err error) {
 		t.Helper()
 		t.Skipf("%s unavailable (start it with scripts/redis-cluster.sh start; set CI=true to make this fail): %v", what, err)
 	})
@@ -136,7 +161,7 @@ func Cluster(t testing.TB) Backend {
 func All(t testing.TB) []Backend {
 	t.Helper()
 	all := []Backend{Embedded(t)}
-	if b, ok := openReal(t, "", func(what string, err error) {
+	if b, ok := openReal(t, "", true, func(what string, err error) {
 		t.Helper()
 		t.Logf("%s unavailable, only the embedded backend is used (set CI=true to make this fail): %v", what, err)
 	}); ok {
@@ -147,7 +172,7 @@ func All(t testing.TB) []Backend {
 
 // openReal is Real (mode "") or Cluster (ModeCluster) with what to do when
 // a service is missing outside CI; ok is false when unavailable returned.
-func openReal(t testing.TB, mode string, unavailable func(what string, err error)) (_ Backend, ok bool) {
+func openReal(t testing.TB, mode string, schema bool, unavailable func(what string, err error)) (_ Backend, ok bool) {
 	t.Helper()
 	missing := func(what string, err error) {
 		t.Helper()
@@ -211,6 +236,9 @@ func openReal(t testing.TB, mode string, unavailable func(what string, err error
 			t.Errorf("drop database %s: %v", dbName, err)
 		}
 	})
+	if err := cloneMySQLSchema(ctx, admin, *base, dbName, schema); err != nil {
+		t.Fatalf("database %s: %v", dbName, err)
+	}
 	dsn := *base
 	dsn.DBName = dbName
 	dsn.ParseTime = true
