@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -276,6 +277,17 @@ func js(s string) string {
 // keys types into an input as a person would.
 func keys(sel, s string) chromedp.Action[chromedp.Void] {
 	return chromedp.SendKeys(chromedp.CSS(sel), s)
+}
+
+// paste puts s into a field as a paste does: one insertText, one input
+// event. For tokens, which people paste: typing a 150-character token key
+// by key is hundreds of round trips to the browser, and took tens of
+// seconds a field in a full test run.
+func paste(sel, s string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(chromedp.Focus(chromedp.CSS(sel)), chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, input.InsertText, input.InsertTextParams{Text: s})
+		return err
+	}))
 }
 
 func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }

@@ -130,10 +130,10 @@ func TestSaleWaitingRoomUserToken(t *testing.T) {
 	tb.wait("the waiting room", `document.getElementById("room").dataset.state === "none"`)
 	tb.do("join with a bad token", keys("#user-token", "not-a-token"), click("#join"))
 	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "unauthorized"`)
-	tb.do("join", clearValue("#user-token"), keys("#user-token", signed), click("#join"))
+	tb.do("join", clearValue("#user-token"), paste("#user-token", signed), click("#join"))
 	tb.wait("the turn", `document.getElementById("room").dataset.state === "admitted"`)
 	// Buying with another user's token: the pass is not theirs.
-	tb.do("buy as someone else", clearValue("#user-token"), keys("#user-token", other), click("#buy"))
+	tb.do("buy as someone else", clearValue("#user-token"), paste("#user-token", other), click("#buy"))
 	tb.wait("the refusal", `document.getElementById("result").dataset.outcome === "pass_wrong_user"`)
 	if got := tb.text("#result"); !strings.Contains(got, "Your pass belongs to another user.") {
 		t.Errorf("another user's buy: got %q", got)
@@ -141,7 +141,7 @@ func TestSaleWaitingRoomUserToken(t *testing.T) {
 	if it := c.AdminItem(t, id); it.Sold != 0 {
 		t.Errorf("sold after the refusal: got %d, want 0", it.Sold)
 	}
-	tb.do("buy", clearValue("#user-token"), keys("#user-token", signed), click("#buy"))
+	tb.do("buy", clearValue("#user-token"), paste("#user-token", signed), click("#buy"))
 	tb.wait("the order", `document.getElementById("result").dataset.outcome === "created"`)
 	if got := tb.text("#result"); !strings.Contains(got, "for tokenuser.") {
 		t.Errorf("the buy: got %q", got)
