@@ -19,6 +19,6 @@ import (
 // between tries, and a closed pool's redialer ends only at its next wake,
 // which a run whose last test cut a proxy (-run TestRedisOutage) may not see.
 func TestMain(m *testing.M) {
-	testenv.Parallel(2)
+	testenv.Parallel(3)
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }

@@ -25,6 +25,7 @@ import (
 // goroutine the Service starts (group-commit writers, lua-async writers,
 // sweeper, subscriptions, hand-back retries) has an owner that stops it.
 func TestMain(m *testing.M) {
+	testenv.Parallel(4)
 	goleak.VerifyTestMain(m)
 }
 
@@ -56,6 +57,14 @@ func newTestServiceOn(t *testing.T, b testenv.Backend, st *store.Store, cfg Conf
 	}
 	if cfg.Queue.Writers == 0 {
 		cfg.Queue.Writers = queue.NoWriters
+	}
+	if cfg.WriteTimeout == 0 {
+		// A stall budget for the machine, not for a stall (the tests of
+		// stalls set their own): in a full run on two cores a starved
+		// database took a step past the 1 s default, and a stampede's
+		// order answered 503 (the write may have committed), which these
+		// tests count as a wrong answer.
+		cfg.WriteTimeout = 10 * time.Second
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := NewService(st, rdb, cfg)
