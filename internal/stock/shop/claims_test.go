@@ -31,19 +31,8 @@ func TestReplayAfterRedisLostClaims(t *testing.T) {
 
 func replayAfterLostClaims(t *testing.T, b testenv.Backend, strategy stock.StrategyName, buckets int) {
 	ctx := context.Background()
-	cfg := Config{Queue: queue.Config{Writers: 1}}
-	st := newTestStore(t, b, nil)
-	s1, s2 := newTestServiceOn(t, b, st, cfg, nil), newTestServiceOn(t, b, st, cfg, nil)
+	s1, s2, it, req, o := aliceBuysTheLastUnit(t, b, Config{Queue: queue.Config{Writers: 1}}, strategy, buckets)
 	rdb := b.Redis(t)
-	it, err := s1.CreateItem(ctx, stock.NewItem{Name: "last unit", Stock: 1, Strategy: strategy, Buckets: buckets})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := stock.OrderRequest{ItemID: it.ID, UserID: "alice", IdempotencyKey: "alice-1"}
-	o, _, err := s1.PlaceOrder(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
 	awaitWritten(t, s1, []string{o.ID}, 15*time.Second)
 	lose := func() {
 		t.Helper()
@@ -207,19 +196,9 @@ func TestReplayOfUnsettledLockTwinGetsTheOrder(t *testing.T) {
 		for _, k := range []int{1, 4} {
 			t.Run(fmt.Sprintf("buckets=%d", k), func(t *testing.T) {
 				ctx := context.Background()
-				st := newTestStore(t, b, nil)
-				s1, s2 := newTestServiceOn(t, b, st, Config{}, nil), newTestServiceOn(t, b, st, Config{}, nil)
+				s1, s2, it, req, o := aliceBuysTheLastUnit(t, b, Config{}, stock.StrategyLock, k)
 				waitFor(t, "s2's sold-out memo subscribed", s2.soldOut.Subscribed) // a mark made before is voided by it
 				rdb := b.Redis(t)
-				it, err := s1.CreateItem(ctx, stock.NewItem{Name: "last unit", Stock: 1, Strategy: stock.StrategyLock, Buckets: k})
-				if err != nil {
-					t.Fatal(err)
-				}
-				req := stock.OrderRequest{ItemID: it.ID, UserID: "alice", IdempotencyKey: "alice-1"}
-				o, _, err := s1.PlaceOrder(ctx, req)
-				if err != nil {
-					t.Fatal(err)
-				}
 				unsettle := func() {
 					t.Helper()
 					if err := rdb.SetArgs(ctx, s1.idemKey(it, req.IdempotencyKey), "alice|", redis.SetArgs{Mode: "XX", KeepTTL: true}).Err(); err != nil {
@@ -245,4 +224,23 @@ func TestReplayOfUnsettledLockTwinGetsTheOrder(t *testing.T) {
 			})
 		}
 	})
+}
+
+// aliceBuysTheLastUnit makes two instances on one store, an item of one
+// unit (strategy, buckets) and alice's order of it through the first, with
+// the key "alice-1".
+func aliceBuysTheLastUnit(t *testing.T, b testenv.Backend, cfg Config, strategy stock.StrategyName, buckets int) (s1, s2 *Service, it *stock.Item, req stock.OrderRequest, o *stock.Order) {
+	t.Helper()
+	ctx := context.Background()
+	st := newTestStore(t, b, nil)
+	s1, s2 = newTestServiceOn(t, b, st, cfg, nil), newTestServiceOn(t, b, st, cfg, nil)
+	it, err := s1.CreateItem(ctx, stock.NewItem{Name: "last unit", Stock: 1, Strategy: strategy, Buckets: buckets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req = stock.OrderRequest{ItemID: it.ID, UserID: "alice", IdempotencyKey: "alice-1"}
+	if o, _, err = s1.PlaceOrder(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	return s1, s2, it, req, o
 }
