@@ -26,7 +26,7 @@ func TestBucketsOnACluster(t *testing.T) {
 	b := testenv.Embedded(t) // the database; Redis is the cluster
 	cluster := testenv.StartCluster(t, 3, 0)
 	cc := testenv.Backend{RedisURL: cluster.URL(), RedisMode: testenv.ModeCluster}.Universal(t)
-	cfg := Config{KeyPrefix: b.KeyPrefix, SweepInterval: -1}
+	cfg := Config{KeyPrefix: b.KeyPrefix, SweepInterval: -1, WriteTimeout: 10 * time.Second} // a budget for a busy machine, as newTestServiceOn gives
 	cfg.Queue.Writers = queue.NoWriters
 	cfg.Logger = slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := NewService(newTestStore(t, b, nil), cc, cfg)

@@ -25,7 +25,6 @@ import (
 // goroutine the Service starts (group-commit writers, lua-async writers,
 // sweeper, subscriptions, hand-back retries) has an owner that stops it.
 func TestMain(m *testing.M) {
-	testenv.Parallel(4)
 	goleak.VerifyTestMain(m)
 }
 
