@@ -96,7 +96,7 @@ func (s *Service) soldOutKeyed(ctx context.Context, it *stock.Item, req stock.Or
 			return o, true, nil
 		}
 	}
-	if state == claimOpen && s.mayBeUnsettled(it, c.age) {
+	if state == claimOpen && s.mayBeUnsettled(c.age) {
 		if o, err := s.replay(ctx, it, req, false); o != nil && err == nil {
 			s.settle(ctx, it, req, o.ID)
 			return o, true, nil
@@ -159,7 +159,7 @@ func (s *Service) twinOrder(ctx context.Context, it *stock.Item, req stock.Order
 				return o, nil
 			}
 		}
-		if user == req.UserID && id == "" && s.mayBeUnsettled(it, c.age) {
+		if user == req.UserID && id == "" && s.mayBeUnsettled(c.age) {
 			return s.replay(ctx, it, req, false)
 		}
 		if reserved := c.reserved; reserved != nil && reserved.Val() {
@@ -298,7 +298,7 @@ func (c twinRead) err() error {
 // can be that; an older pending claim is a request long over, refused or
 // gone, so a flood of refused keys retried after the sell-out costs no
 // database read.
-func (s *Service) mayBeUnsettled(it *stock.Item, age *redis.DurationCmd) bool {
+func (s *Service) mayBeUnsettled(age *redis.DurationCmd) bool {
 	if age == nil || age.Err() != nil || age.Val() < 0 {
 		return false
 	}
