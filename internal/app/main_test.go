@@ -6,6 +6,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them: every
@@ -21,6 +22,7 @@ import (
 // between tries, and a closed pool's redialer ends only at its next wake,
 // which a run whose last test cut a proxy (-run TestRedisOutage) may not see.
 func TestMain(m *testing.M) {
+	exitsleep.Skip() // first: it starts the binary again
 	testenv.Parallel(2)
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }

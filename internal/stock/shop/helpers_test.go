@@ -19,12 +19,14 @@ import (
 	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them: every
 // goroutine the Service starts (group-commit writers, lua-async writers,
 // sweeper, subscriptions, hand-back retries) has an owner that stops it.
 func TestMain(m *testing.M) {
+	exitsleep.Skip() // first: it starts the binary again
 	goleak.VerifyTestMain(m)
 }
 

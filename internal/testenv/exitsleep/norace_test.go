@@ -1,0 +1,5 @@
+//go:build !race
+
+package exitsleep_test
+
+const raceEnabled = false
