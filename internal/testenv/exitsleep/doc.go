@@ -17,5 +17,8 @@
 // GORACE=atexit_sleep_ms=0. It does nothing when GORACE is already set
 // (a developer's own options, or the binary started again by Skip), in a
 // binary built without -race, and on systems without execve; if the
-// execve fails the binary goes on as it is, with the sleep.
+// execve fails the binary goes on as it is, with the sleep. To run a test
+// binary exactly as built (under a debugger that does not follow execve,
+// say), set GORACE, to anything: GORACE=atexit_sleep_ms=1000 keeps the
+// runtime's default.
 package exitsleep
