@@ -283,3 +283,6 @@ func placeAsync(t *testing.T, s *Service, itemID int64, prefix string, n int) []
 	}
 	return ids
 }
+
+// strategyName names a strategy's case (testenv.RunTogether).
+func strategyName(n stock.StrategyName) string { return string(n) }

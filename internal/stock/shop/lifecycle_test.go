@@ -122,8 +122,10 @@ func sellOut(t *testing.T, svcs []*Service, itemID int64, users []string) int {
 func TestExpiryRacesPayment(t *testing.T) {
 	t.Parallel()
 	testenv.Heavy(t)
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		t.Parallel()
+	// The backends side by side in this test's slot (each its own
+	// database and key prefix): as parallel subtests they queued for a
+	// slot while this test held its Heavy turn.
+	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) {
 		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync} {
 			t.Run(string(strategy), func(t *testing.T) { raceLifecycle(t, b, strategy, 500) })
 		}

@@ -22,75 +22,76 @@ import (
 // again, and a failed attempt forgets her. Every strategy.
 func TestRepeatBuyerRefusedFromMemory(t *testing.T) {
 	t.Parallel()
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		for _, name := range stock.Strategies {
-			t.Run(string(name), func(t *testing.T) {
-				t.Parallel() // each its own item, proxy and service; mostly waits on the cut
-				ctx := context.Background()
-				rdb, proxy, _ := proxied(t, b)
-				s := newTestService(t, b, Config{}, rdb)
-				clock := &fakeClock{t: time.Now()}
-				s.purchased.clock = clock.now
-				it, err := s.CreateItem(ctx, stock.NewItem{Name: "memo", Stock: 5, Strategy: name})
-				if err != nil {
-					t.Fatal(err)
-				}
-				attempt := func(user, key string) (*stock.Order, bool, error) {
-					ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					defer cancel()
-					return s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: user, IdempotencyKey: key})
-				}
-				first, _, err := attempt("alice", "alice-key-1")
-				if err != nil {
-					t.Fatalf("alice's first order: %v", err)
-				}
-				if s.KnownPurchased(it.ID, "alice") {
-					t.Fatal("a sale alone taught the memo (only a refusal should)")
-				}
-				if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrAlreadyPurchased) {
-					t.Fatalf("alice again: %v, want already purchased", err)
-				}
-				if !s.KnownPurchased(it.ID, "alice") {
-					t.Fatal("the refusal was not remembered")
-				}
-				// A keyed replay is not answered from memory: it gets the order.
-				o, replayed, err := attempt("alice", "alice-key-1")
-				if err != nil || !replayed || o.ID != first.ID {
-					t.Fatalf("keyed replay while remembered: %+v replayed=%v %v, want order %s replayed", o, replayed, err, first.ID)
-				}
+	// The six cases side by side in this test's slot: each has its own
+	// item, proxy and service, and mostly waits (on the cut, on the lock's
+	// release); as parallel subtests they queued for the package's two
+	// slots at its end.
+	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) {
+		testenv.RunTogether(t, stock.Strategies, strategyName, func(t *testing.T, name stock.StrategyName) {
+			ctx := context.Background()
+			rdb, proxy, _ := proxied(t, b)
+			s := newTestService(t, b, Config{}, rdb)
+			clock := &fakeClock{t: time.Now()}
+			s.purchased.clock = clock.now
+			it, err := s.CreateItem(ctx, stock.NewItem{Name: "memo", Stock: 5, Strategy: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			attempt := func(user, key string) (*stock.Order, bool, error) {
+				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				return s.PlaceOrder(ctx, stock.OrderRequest{ItemID: it.ID, UserID: user, IdempotencyKey: key})
+			}
+			first, _, err := attempt("alice", "alice-key-1")
+			if err != nil {
+				t.Fatalf("alice's first order: %v", err)
+			}
+			if s.KnownPurchased(it.ID, "alice") {
+				t.Fatal("a sale alone taught the memo (only a refusal should)")
+			}
+			if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrAlreadyPurchased) {
+				t.Fatalf("alice again: %v, want already purchased", err)
+			}
+			if !s.KnownPurchased(it.ID, "alice") {
+				t.Fatal("the refusal was not remembered")
+			}
+			// A keyed replay is not answered from memory: it gets the order.
+			o, replayed, err := attempt("alice", "alice-key-1")
+			if err != nil || !replayed || o.ID != first.ID {
+				t.Fatalf("keyed replay while remembered: %+v replayed=%v %v, want order %s replayed", o, replayed, err, first.ID)
+			}
 
-				if name == stock.StrategyLock {
-					// The item's writer keeps its lock while orders come, and
-					// writes bob's with no word to Redis if it still holds it.
-					waitUnlocked(t, rdb, fmt.Sprintf("%s:{item:%d}:lock", b.KeyPrefix, it.ID))
-				}
-				proxy.Cut()
-				for i := 0; i < 20; i++ {
-					if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrAlreadyPurchased) {
-						t.Fatalf("alice with Redis cut, attempt %d: %v, want already purchased from memory", i, err)
-					}
-				}
-				if _, _, err := attempt("bob", ""); !errors.Is(err, stock.ErrUnavailable) {
-					t.Fatalf("bob with Redis cut: %v, want unavailable (the cut must be real)", err)
-				}
-				clock.mu.Lock()
-				clock.t = clock.t.Add(PurchasedMaxAge)
-				clock.mu.Unlock()
-				if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrUnavailable) {
-					t.Fatalf("alice PurchasedMaxAge later, Redis cut: %v, want unavailable (asked again)", err)
-				}
-				if s.purchased.size() != 0 {
-					t.Fatalf("a failed attempt left %d memo entries, want 0", s.purchased.size())
-				}
-				proxy.Restore()
+			if name == stock.StrategyLock {
+				// The item's writer keeps its lock while orders come, and
+				// writes bob's with no word to Redis if it still holds it.
+				waitUnlocked(t, rdb, fmt.Sprintf("%s:{item:%d}:lock", b.KeyPrefix, it.ID))
+			}
+			proxy.Cut()
+			for i := 0; i < 20; i++ {
 				if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrAlreadyPurchased) {
-					t.Fatalf("alice after Redis is back: %v, want already purchased", err)
+					t.Fatalf("alice with Redis cut, attempt %d: %v, want already purchased from memory", i, err)
 				}
-				if _, _, err := attempt("bob", ""); err != nil {
-					t.Fatalf("bob after Redis is back: %v", err)
-				}
-			})
-		}
+			}
+			if _, _, err := attempt("bob", ""); !errors.Is(err, stock.ErrUnavailable) {
+				t.Fatalf("bob with Redis cut: %v, want unavailable (the cut must be real)", err)
+			}
+			clock.mu.Lock()
+			clock.t = clock.t.Add(PurchasedMaxAge)
+			clock.mu.Unlock()
+			if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrUnavailable) {
+				t.Fatalf("alice PurchasedMaxAge later, Redis cut: %v, want unavailable (asked again)", err)
+			}
+			if s.purchased.size() != 0 {
+				t.Fatalf("a failed attempt left %d memo entries, want 0", s.purchased.size())
+			}
+			proxy.Restore()
+			if _, _, err := attempt("alice", ""); !errors.Is(err, stock.ErrAlreadyPurchased) {
+				t.Fatalf("alice after Redis is back: %v, want already purchased", err)
+			}
+			if _, _, err := attempt("bob", ""); err != nil {
+				t.Fatalf("bob after Redis is back: %v", err)
+			}
+		})
 	})
 }
 
@@ -98,50 +99,50 @@ func TestRepeatBuyerRefusedFromMemory(t *testing.T) {
 // sale; the gate (or the lock strategy's window check) says it ended.
 func TestRememberedBuyerAfterTheSaleEnds(t *testing.T) {
 	t.Parallel()
-	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		for _, name := range stock.Strategies {
-			t.Run(string(name), func(t *testing.T) {
-				ctx := context.Background()
-				s := newTestService(t, b, Config{}, nil)
-				clock := &fakeClock{t: time.Now()} // frozen: the memo stays fresh
-				s.purchased.clock = clock.now
-				// A sale of 400 ms, longer (doubled) when the machine was too
-				// slow for carol's first order and its repeat to come before
-				// its end.
-				var it *stock.Item
-				var ends time.Time
-				req := stock.OrderRequest{UserID: "carol"}
-				for window := 400 * time.Millisecond; ; window *= 2 {
-					ends = time.Now().Add(window)
-					var err error
-					it, err = s.CreateItem(ctx, stock.NewItem{Name: "ends", Stock: 5, Strategy: name, EndsAt: &ends})
-					if err != nil {
-						t.Fatal(err)
-					}
-					req.ItemID = it.ID
-					_, _, err = s.PlaceOrder(ctx, req)
-					if err == nil {
-						if _, _, err = s.PlaceOrder(ctx, req); err == nil {
-							t.Fatal("carol again: a second order, want already purchased")
-						}
-						if errors.Is(err, stock.ErrAlreadyPurchased) {
-							break
-						}
-					}
-					if !errors.Is(err, stock.ErrSaleEnded) || window >= 10*time.Second {
-						t.Fatalf("carol's order or its repeat: %v, want an order, then already purchased", err)
-					}
-					t.Logf("the %v sale ended before carol's order and its repeat; again with twice as long", window)
+	// The cases side by side (each its own service and item): they wait
+	// out their sales' ends.
+	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) {
+		testenv.RunTogether(t, stock.Strategies, strategyName, func(t *testing.T, name stock.StrategyName) {
+			ctx := context.Background()
+			s := newTestService(t, b, Config{}, nil)
+			clock := &fakeClock{t: time.Now()} // frozen: the memo stays fresh
+			s.purchased.clock = clock.now
+			// A sale of 400 ms, longer (doubled) when the machine was too
+			// slow for carol's first order and its repeat to come before
+			// its end.
+			var it *stock.Item
+			var ends time.Time
+			req := stock.OrderRequest{UserID: "carol"}
+			for window := 400 * time.Millisecond; ; window *= 2 {
+				ends = time.Now().Add(window)
+				var err error
+				it, err = s.CreateItem(ctx, stock.NewItem{Name: "ends", Stock: 5, Strategy: name, EndsAt: &ends})
+				if err != nil {
+					t.Fatal(err)
 				}
-				time.Sleep(time.Until(ends) + 20*time.Millisecond)
-				if !s.KnownPurchased(it.ID, "carol") {
-					t.Fatal("the frozen memo forgot carol")
+				req.ItemID = it.ID
+				_, _, err = s.PlaceOrder(ctx, req)
+				if err == nil {
+					if _, _, err = s.PlaceOrder(ctx, req); err == nil {
+						t.Fatal("carol again: a second order, want already purchased")
+					}
+					if errors.Is(err, stock.ErrAlreadyPurchased) {
+						break
+					}
 				}
-				if _, _, err := s.PlaceOrder(ctx, req); !errors.Is(err, stock.ErrSaleEnded) {
-					t.Fatalf("carol after the sale ended: %v, want sale ended", err)
+				if !errors.Is(err, stock.ErrSaleEnded) || window >= 10*time.Second {
+					t.Fatalf("carol's order or its repeat: %v, want an order, then already purchased", err)
 				}
-			})
-		}
+				t.Logf("the %v sale ended before carol's order and its repeat; again with twice as long", window)
+			}
+			time.Sleep(time.Until(ends) + 20*time.Millisecond)
+			if !s.KnownPurchased(it.ID, "carol") {
+				t.Fatal("the frozen memo forgot carol")
+			}
+			if _, _, err := s.PlaceOrder(ctx, req); !errors.Is(err, stock.ErrSaleEnded) {
+				t.Fatalf("carol after the sale ended: %v, want sale ended", err)
+			}
+		})
 	})
 }
 
