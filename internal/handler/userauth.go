@@ -24,19 +24,20 @@ func (e tokenRefusal) Is(target error) bool { return target == errUnauthorized }
 
 // The reasons a token is refused, each its own 401 message.
 const (
-	errTokenMalformed    tokenRefusal = "the user token is malformed"
-	errTokenAlg          tokenRefusal = "the user token's signing algorithm is not allowed"
-	errTokenKeyMismatch  tokenRefusal = "the user token's signing algorithm does not match its key"
-	errTokenUnknownKey   tokenRefusal = "the user token is signed with a key (kid) the identity provider's key set does not hold"
-	errTokenSignature    tokenRefusal = "the user token's signature does not verify"
-	errTokenIssuer       tokenRefusal = "the user token is from another issuer (iss)"
-	errTokenAudience     tokenRefusal = "the user token is for another audience (aud)"
-	errTokenExpired      tokenRefusal = "the user token has expired"
-	errTokenNotYet       tokenRefusal = "the user token is not valid yet (nbf)"
-	errTokenNoExpiry     tokenRefusal = "the user token has no expiry (exp)"
-	errTokenNoSubject    tokenRefusal = "the user token names no user (sub)"
-	errTokenClaimMissing tokenRefusal = "the user token lacks a required claim (iss, aud or exp)"
-	errTokenInvalid      tokenRefusal = "the user token is invalid"
+	errTokenMalformed   tokenRefusal = "the user token is malformed"
+	errTokenAlg         tokenRefusal = "the user token's signing algorithm is not allowed"
+	errTokenKeyMismatch tokenRefusal = "the user token's signing algorithm does not match its key"
+	errTokenUnknownKey  tokenRefusal = "the user token is signed with a key (kid) the identity provider's key set does not hold"
+	errTokenSignature   tokenRefusal = "the user token's signature does not verify"
+	errTokenIssuer      tokenRefusal = "the user token is from another issuer (iss)"
+	errTokenAudience    tokenRefusal = "the user token is for another audience (aud)"
+	errTokenExpired     tokenRefusal = "the user token has expired"
+	errTokenNotYet      tokenRefusal = "the user token is not valid yet (nbf)"
+	errTokenNoExpiry    tokenRefusal = "the user token has no expiry (exp)"
+	errTokenNoSubject   tokenRefusal = "the user token names no user (sub)"
+	errTokenNoIssuer    tokenRefusal = "the user token names no issuer (iss)"
+	errTokenNoAudience  tokenRefusal = "the user token names no audience (aud)"
+	errTokenInvalid     tokenRefusal = "the user token is invalid"
 )
 
 // jwksMethods are the algorithms of identity providers' tokens. HS256 is
@@ -92,7 +93,7 @@ func (h *Handler) tokenUser(c *gin.Context) (string, error) {
 	}
 	tok, err := h.jwt.Parse(raw, key)
 	if err != nil || !tok.Valid {
-		return "", refusal(tok, err, h.cfg.UserKeys != nil)
+		return "", refusal(tok, err, h.cfg)
 	}
 	sub, err := tok.Claims.GetSubject()
 	if err != nil || sub == "" {
@@ -104,9 +105,9 @@ func (h *Handler) tokenUser(c *gin.Context) (string, error) {
 // refusal says why the parser refused a token, the first reason that
 // applies: the key and signature before the claims, whose checks are
 // only meaningful on a verified token.
-func refusal(tok *jwt.Token, err error, jwks bool) error {
+func refusal(tok *jwt.Token, err error, cfg Config) error {
 	allowed := []string{"HS256"}
-	if jwks {
+	if cfg.UserKeys != nil {
 		allowed = jwksMethods
 	}
 	switch {
@@ -127,10 +128,15 @@ func refusal(tok *jwt.Token, err error, jwks bool) error {
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
 		return errTokenAudience
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		if claims, ok := tok.Claims.(jwt.MapClaims); ok && claims["exp"] == nil {
-			return errTokenNoExpiry
+		// The parser requires exp always, iss and aud when configured.
+		claims, _ := tok.Claims.(jwt.MapClaims)
+		switch {
+		case cfg.UserJWTIssuer != "" && claims["iss"] == nil:
+			return errTokenNoIssuer
+		case cfg.UserJWTAudience != "" && claims["aud"] == nil:
+			return errTokenNoAudience
 		}
-		return errTokenClaimMissing
+		return errTokenNoExpiry
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return errTokenExpired
 	case errors.Is(err, jwt.ErrTokenNotValidYet):

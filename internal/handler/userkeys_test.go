@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,7 +260,15 @@ func TestUserKeysAlgorithms(t *testing.T) {
 			t.Errorf("%s: got %d %s, want 201", tc.method.Alg(), a.status, a.body)
 		}
 	}
-	if got := users(); len(got) != 3 || got[0] != "user-0" || got[1] != "user-1" || got[2] != "user-2" {
+	// A token without a kid is tried against the keys of its algorithm.
+	if a := order(h, idpToken(t, clock.Now(), jwt.SigningMethodES256, k.ec, "", jwt.MapClaims{"sub": "user-3"})); a.status != 201 {
+		t.Errorf("ES256 without a kid: got %d %s, want 201", a.status, a.body)
+	}
+	if a := order(h, idpToken(t, clock.Now(), jwt.SigningMethodES256, must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader)), "", nil)); a.status != 401 ||
+		a.message() != string(errTokenSignature) {
+		t.Errorf("ES256 without a kid, of no key of the set: got %d %s, want 401 bad signature", a.status, a.body)
+	}
+	if got := users(); len(got) != 4 || got[0] != "user-0" || got[1] != "user-1" || got[2] != "user-2" || got[3] != "user-3" {
 		t.Errorf("the shop sold to %v, want the tokens' subjects", got)
 	}
 	if p.hitCount() != 1 {
@@ -290,9 +299,9 @@ func TestUserKeysRefusals(t *testing.T) {
 		{"expired", rs(jwt.MapClaims{"exp": now.Add(-time.Minute).Unix()}), errTokenExpired},
 		{"not yet valid", rs(jwt.MapClaims{"nbf": now.Add(time.Minute).Unix()}), errTokenNotYet},
 		{"wrong issuer", rs(jwt.MapClaims{"iss": "https://evil.example/"}), errTokenIssuer},
-		{"no issuer", rs(jwt.MapClaims{"iss": nil}), errTokenClaimMissing},
+		{"no issuer", rs(jwt.MapClaims{"iss": nil}), errTokenNoIssuer},
 		{"wrong audience", rs(jwt.MapClaims{"aud": "another-app"}), errTokenAudience},
-		{"no audience", rs(jwt.MapClaims{"aud": nil}), errTokenClaimMissing},
+		{"no audience", rs(jwt.MapClaims{"aud": nil}), errTokenNoAudience},
 		{"no expiry", rs(jwt.MapClaims{"exp": nil}), errTokenNoExpiry},
 		{"no subject", rs(jwt.MapClaims{"sub": nil}), errTokenNoSubject},
 		{"unknown key", idpToken(t, now, jwt.SigningMethodRS256, k.rsa2, "rsa-next", nil), errTokenUnknownKey},
@@ -578,5 +587,33 @@ func TestUserKeysRoutes(t *testing.T) {
 	}
 	if len(rs.joins) != 1 || rs.joins[0] != "alice" || len(settled) != 1 || settled[0] != "alice" {
 		t.Errorf("joined %v and cancelled for %v, want alice (the token's user) each", rs.joins, settled)
+	}
+}
+
+// TestUserTokenMessagesHS256: the secret's tokens are refused with the
+// same messages, iss and aud checked only when configured.
+func TestUserTokenMessagesHS256(t *testing.T) {
+	t.Parallel()
+	secret := []byte(strings.Repeat("s", 32))
+	now := time.Now()
+	plain := newTestHandler(t, &fakeShop{}, Config{UserJWTSecret: secret})
+	checked := newTestHandler(t, &fakeShop{}, Config{UserJWTSecret: secret, UserJWTIssuer: testIssuer, UserJWTAudience: testAudience})
+	hs := func(claims jwt.MapClaims) string { return idpToken(t, now, jwt.SigningMethodHS256, secret, "", claims) }
+	for _, tc := range []struct {
+		name  string
+		h     *Handler
+		token string
+		want  tokenRefusal
+	}{
+		{"no expiry, no issuer asked", plain, hs(jwt.MapClaims{"exp": nil, "iss": nil, "aud": nil}), errTokenNoExpiry},
+		{"expired", plain, hs(jwt.MapClaims{"exp": now.Add(-time.Minute).Unix()}), errTokenExpired},
+		{"another secret", plain, idpToken(t, now, jwt.SigningMethodHS256, []byte(strings.Repeat("t", 32)), "", nil), errTokenSignature},
+		{"RS256 against the secret", plain, idpToken(t, now, jwt.SigningMethodRS256, testKeys().rsa, "", nil), errTokenAlg},
+		{"no issuer", checked, hs(jwt.MapClaims{"iss": nil}), errTokenNoIssuer},
+		{"another audience", checked, hs(jwt.MapClaims{"aud": "another-app"}), errTokenAudience},
+	} {
+		if a := order(tc.h, tc.token); a.status != 401 || a.message() != string(tc.want) {
+			t.Errorf("%s: got %d %s, want 401 %q", tc.name, a.status, a.body, tc.want)
+		}
 	}
 }
