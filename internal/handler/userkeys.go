@@ -62,17 +62,16 @@ type UserKeysConfig struct {
 // garbage) keeps the keys held, so tokens of known keys still verify; a
 // request never waits on the provider longer than Wait. Close stops it.
 type UserKeys struct {
-	cfg   UserKeysConfig
-	keys  *jwkset.MemoryJWKSet
-	kf    keyfunc.Keyfunc
-	ctx   context.Context
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	fly   chan struct{} // closed when the read in flight ends; nil: none
-	last  time.Time     // when the last read started
-	ok    bool          // whether the last read succeeded
-	reads int           // reads started, for tests
+	cfg  UserKeysConfig
+	keys *jwkset.MemoryJWKSet
+	kf   keyfunc.Keyfunc
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	fly  chan struct{} // closed when the read in flight ends; nil: none
+	last time.Time     // when the last read started
+	ok   bool          // whether the last read succeeded
 }
 
 // NewUserKeys reads the key set once, within FetchTimeout, and starts the
@@ -127,7 +126,11 @@ func NewUserKeys(cfg UserKeysConfig) (*UserKeys, error) {
 
 // Close stops the refreshes and waits for a read in flight to end.
 func (u *UserKeys) Close() {
+	// Under mu: a read starting now either is counted before the wait or
+	// sees the set closed.
+	u.mu.Lock()
 	u.stop()
+	u.mu.Unlock()
 	u.wg.Wait()
 }
 
@@ -182,7 +185,6 @@ func (u *UserKeys) start(limited bool) <-chan struct{} {
 		return nil
 	}
 	u.last = now
-	u.reads++
 	fly := make(chan struct{})
 	u.fly = fly
 	u.wg.Add(1)
