@@ -26,7 +26,7 @@ func (e tokenRefusal) Is(target error) bool { return target == errUnauthorized }
 const (
 	errTokenMalformed   tokenRefusal = "the user token is malformed"
 	errTokenAlg         tokenRefusal = "the user token's signing algorithm is not allowed"
-	errTokenKeyMismatch tokenRefusal = "the user token's signing algorithm does not match its key"
+	errTokenKeyMismatch tokenRefusal = "the user token's key (kid) is not for it: of another algorithm, or not a signing key"
 	errTokenUnknownKey  tokenRefusal = "the user token is signed with a key (kid) the identity provider's key set does not hold"
 	errTokenSignature   tokenRefusal = "the user token's signature does not verify"
 	errTokenIssuer      tokenRefusal = "the user token is from another issuer (iss)"

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -415,5 +416,52 @@ func TestUserKeysRefreshTimer(t *testing.T) {
 	}
 	if a := order(h, idpToken(t, clock.Now(), jwt.SigningMethodRS256, k.rsa2, "k2", nil)); a.status != 201 {
 		t.Errorf("k2 after timed reads: got %d %s, want 201", a.status, a.body)
+	}
+}
+
+// TestUserKeysDocumentKeys: a symmetric key in the document is never
+// taken (a set of only such keys is a failed read), and a key published
+// for encryption never verifies a token.
+func TestUserKeysDocumentKeys(t *testing.T) {
+	t.Parallel()
+	k := testKeys()
+	enc, err := jwkset.NewJWKFromKey(k.ec.Public(), jwkset.JWKOptions{Metadata: jwkset.JWKMetadataOptions{KID: "enc", USE: jwkset.UseEnc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	encJSON, err := json.Marshal(enc.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	oct := `{"kty":"oct","kid":"oct","k":"c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA"}`
+	var mu sync.Mutex
+	doc := `{"keys":[` + oct + `]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = io.WriteString(w, doc)
+	}))
+	t.Cleanup(srv.Close)
+	clock := &fakeClock{now: time.Now()}
+	cfg := UserKeysConfig{URL: srv.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: clock.Now}
+	reads := readLog(&cfg)
+	keys, err := NewUserKeys(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(keys.Close)
+	if err := <-reads; err == nil || !strings.Contains(err.Error(), "no usable key") {
+		t.Errorf("a set of one symmetric key: read error %v, want no usable key", err)
+	}
+	mu.Lock()
+	doc = `{"keys":[` + oct + `,` + string(encJSON) + `]}`
+	mu.Unlock()
+	clock.Add(DefaultUserKeysMinInterval) // the unknown kid may read the set again
+	h := newTestHandler(t, &fakeShop{}, Config{UserKeys: keys, UserJWTIssuer: testIssuer, UserJWTAudience: testAudience, Now: clock.Now})
+	if a := order(h, idpToken(t, clock.Now(), jwt.SigningMethodES256, k.ec, "enc", nil)); a.status != 401 || a.message() != string(errTokenKeyMismatch) {
+		t.Errorf("a token of the encryption key: got %d %s, want 401 %q", a.status, a.body, errTokenKeyMismatch)
+	}
+	if err := <-reads; err != nil {
+		t.Errorf("the read the unknown kid caused: %v", err)
 	}
 }
