@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -40,6 +41,7 @@ type App struct {
 	service  *shop.Service
 	rooms    *rooms.Service
 	handler  *handler.Handler
+	userKeys *handler.UserKeys // nil unless SECKILL_USER_JWKS_URL
 	metrics  *metrics.Metrics
 	backends []string
 }
@@ -113,6 +115,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	if cfg.UserJWTSecret != "" {
 		hcfg.UserJWTSecret = []byte(cfg.UserJWTSecret)
 	}
+	hcfg.UserJWTIssuer, hcfg.UserJWTAudience = cfg.UserJWTIssuer, cfg.UserJWTAudience
+	if cfg.UserJWKSURL != "" {
+		if u, _ := url.Parse(cfg.UserJWKSURL); u != nil && u.Scheme == "http" && !loopback(u.Hostname()) {
+			log.Warn("SECKILL_USER_JWKS_URL is plain http to another host: whoever can alter the traffic can publish keys and sign any user's tokens; use https",
+				"url", cfg.UserJWKSURL)
+		}
+		// The first read is bounded: a provider down at the start leaves
+		// an empty set, read again every few seconds (see NewUserKeys).
+		if a.userKeys, err = handler.NewUserKeys(handler.UserKeysConfig{URL: cfg.UserJWKSURL,
+			Refresh: cfg.UserJWKSRefresh, Logger: log}); err != nil {
+			return nil, err
+		}
+		hcfg.UserKeys = a.userKeys
+	}
 	key, err := roomKey(ctx, cfg, a.db, log)
 	if err != nil {
 		return nil, err
@@ -141,6 +157,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	shop := readyShop{Service: a.service, ready: newReadinessCache(a.service, readyTTL, time.Second)}
 	a.handler = handler.New(shop, hcfg)
 	return a, nil
+}
+
+// loopback reports whether host names this machine.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // missingItemTTL is SECKILL_MISSING_ITEM_TTL as shop reads it: there zero
@@ -233,6 +258,9 @@ func (a *App) server(h http.Handler) *http.Server {
 // (within ShutdownTimeout): that queue closes with this process.
 func (a *App) Close() error {
 	var errs []error
+	if a.userKeys != nil {
+		a.userKeys.Close()
+	}
 	if a.rooms != nil {
 		a.rooms.Close()
 	}

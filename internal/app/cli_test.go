@@ -47,6 +47,18 @@ func TestParseConfig(t *testing.T) {
 			"SECKILL_RATE_USER": "ten", "SECKILL_RATE_IP": "5/d", "SECKILL_USER_JWT_SECRET": "short", "SECKILL_REQUEST_TIMEOUT": "2h"}, nil,
 			[]string{`SECKILL_LOG_FORMAT="xml"`, `SECKILL_LOG_LEVEL="loud"`, `SECKILL_RATE_USER="ten"`, `SECKILL_RATE_IP="5/d"`,
 				"SECKILL_USER_JWT_SECRET must be at least 32 bytes", "SECKILL_REQUEST_TIMEOUT=2h0m0s"}},
+		{"identity provider", map[string]string{"SECKILL_USER_JWKS_URL": "https://idp.example/.well-known/jwks.json",
+			"SECKILL_USER_JWT_ISSUER": "https://idp.example/", "SECKILL_USER_JWT_AUDIENCE": "seckill", "SECKILL_USER_JWKS_REFRESH": "1h"}, nil, nil},
+		{"every bad identity provider value reported", map[string]string{"SECKILL_USER_JWKS_URL": "ftp://idp.example/jwks",
+			"SECKILL_USER_JWT_SECRET": strings.Repeat("s", 32), "SECKILL_USER_JWKS_REFRESH": "1s"}, nil,
+			[]string{`SECKILL_USER_JWKS_URL="ftp://idp.example/jwks": want an http:// or https://`, "SECKILL_USER_JWT_SECRET and SECKILL_USER_JWKS_URL are both set",
+				"needs SECKILL_USER_JWT_ISSUER", "needs SECKILL_USER_JWT_AUDIENCE", "SECKILL_USER_JWKS_REFRESH=1s: want 1m0s to 24h0m0s"}},
+		{"an address with no host", map[string]string{"SECKILL_USER_JWKS_URL": "https:///jwks", "SECKILL_USER_JWT_ISSUER": "i",
+			"SECKILL_USER_JWT_AUDIENCE": "a"}, nil, []string{`SECKILL_USER_JWKS_URL="https:///jwks"`}},
+		{"issuer without tokens", map[string]string{"SECKILL_USER_JWT_AUDIENCE": "seckill"}, nil,
+			[]string{"set SECKILL_USER_JWKS_URL or SECKILL_USER_JWT_SECRET too"}},
+		{"issuer and audience with the secret", map[string]string{"SECKILL_USER_JWT_SECRET": strings.Repeat("s", 32),
+			"SECKILL_USER_JWT_ISSUER": "shop", "SECKILL_USER_JWT_AUDIENCE": "seckill"}, nil, nil},
 		{"bad burst", map[string]string{"SECKILL_RATE_USER": "5/s:0"}, nil, []string{`SECKILL_RATE_USER="5/s:0"`}},
 		{"pprof needs the admin listener", map[string]string{"SECKILL_PPROF": "true"}, nil, []string{"SECKILL_PPROF=true needs SECKILL_ADMIN_ADDR"}},
 		{"bad bool", map[string]string{"SECKILL_PPROF": "maybe"}, nil, []string{`SECKILL_PPROF="maybe": want true or false`}},
@@ -140,7 +152,7 @@ func TestHelpListsEverySetting(t *testing.T) {
 	}
 	for _, v := range []string{"SECKILL_ADDR", "SECKILL_REDIS_URL", "SECKILL_REDIS_MODE", "SECKILL_MYSQL_DSN", "SECKILL_ADMIN_TOKEN", "SECKILL_STRATEGY", "SECKILL_REDIS_TIMEOUT", "SECKILL_LOCK_WAIT", "SECKILL_DB_TIMEOUT",
 		"SECKILL_REQUEST_TIMEOUT", "SECKILL_LOG_FORMAT", "SECKILL_LOG_LEVEL", "SECKILL_RATE_USER", "SECKILL_RATE_IP", "SECKILL_USER_JWT_SECRET",
-		"SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "SECKILL_WRITERS", "SECKILL_ASYNC_DURABILITY", "SECKILL_PAYMENT_TIMEOUT", "migrate", "worker"} {
+		"SECKILL_USER_JWKS_URL", "SECKILL_USER_JWT_ISSUER", "SECKILL_USER_JWT_AUDIENCE", "SECKILL_USER_JWKS_REFRESH", "SECKILL_ADMIN_ADDR", "SECKILL_PPROF", "SECKILL_WRITERS", "SECKILL_ASYNC_DURABILITY", "SECKILL_PAYMENT_TIMEOUT", "migrate", "worker"} {
 		if !strings.Contains(errb.String(), v) {
 			t.Errorf("--help does not mention %s:\n%s", v, errb.String())
 		}

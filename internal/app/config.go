@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/internal/handler"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/stock"
@@ -94,6 +96,21 @@ type Config struct {
 	// UserJWTSecret, when set, makes orders take the user from an HS256
 	// bearer token's "sub" (SECKILL_USER_JWT_SECRET). At least 32 bytes.
 	UserJWTSecret string
+	// UserJWKSURL, when set, makes orders take the user from a bearer
+	// token an identity provider signed (RS256, ES256 or EdDSA) with a key
+	// of the JWKS at this http(s) address (SECKILL_USER_JWKS_URL). Not with
+	// UserJWTSecret; needs UserJWTIssuer and UserJWTAudience.
+	UserJWKSURL string
+	// UserJWTIssuer and UserJWTAudience are the "iss" a user token must
+	// have and an "aud" it must name (SECKILL_USER_JWT_ISSUER,
+	// SECKILL_USER_JWT_AUDIENCE): required with UserJWKSURL, optional with
+	// UserJWTSecret.
+	UserJWTIssuer, UserJWTAudience string
+	// UserJWKSRefresh is how often the JWKS is read again
+	// (SECKILL_USER_JWKS_REFRESH). The command line's default is
+	// DefaultUserJWKSRefresh; zero (as in a Config built in code) is the
+	// default too.
+	UserJWKSRefresh time.Duration
 	// AdminAddr puts the admin API, /metrics and pprof on a listener of
 	// their own (SECKILL_ADMIN_ADDR). Empty: the main listener.
 	AdminAddr string
@@ -164,6 +181,36 @@ func (c *Config) timeouts() (request, lockWait, dbWrite time.Duration) {
 		dbWrite = min(dbWrite, request/2)
 	}
 	return request, lockWait, dbWrite
+}
+
+// validateUserJWKS checks the identity provider's settings.
+func (c *Config) validateUserJWKS() []error {
+	var problems []error
+	if c.UserJWKSURL != "" {
+		if u, err := url.Parse(c.UserJWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Errorf("SECKILL_USER_JWKS_URL=%q: want an http:// or https:// address of the identity provider's JWKS", c.UserJWKSURL))
+		}
+		if c.UserJWTSecret != "" {
+			// One issuer of user ids: whoever holds the secret could
+			// otherwise sign any of the provider's users.
+			problems = append(problems, errors.New("SECKILL_USER_JWT_SECRET and SECKILL_USER_JWKS_URL are both set: choose one source of user tokens"))
+		}
+		// A provider's keys sign the tokens of all its applications and
+		// users: only iss and aud say a token is for this service.
+		if c.UserJWTIssuer == "" {
+			problems = append(problems, errors.New("SECKILL_USER_JWKS_URL needs SECKILL_USER_JWT_ISSUER, the iss of the provider's tokens"))
+		}
+		if c.UserJWTAudience == "" {
+			problems = append(problems, errors.New("SECKILL_USER_JWKS_URL needs SECKILL_USER_JWT_AUDIENCE, the aud the provider puts in this service's tokens"))
+		}
+	} else if c.UserJWTSecret == "" && (c.UserJWTIssuer != "" || c.UserJWTAudience != "") {
+		problems = append(problems, errors.New("SECKILL_USER_JWT_ISSUER and SECKILL_USER_JWT_AUDIENCE check user tokens: "+
+			"set SECKILL_USER_JWKS_URL or SECKILL_USER_JWT_SECRET too"))
+	}
+	if c.UserJWKSRefresh != 0 && (c.UserJWKSRefresh < minUserJWKSRefresh || c.UserJWKSRefresh > maxUserJWKSRefresh) {
+		problems = append(problems, fmt.Errorf("SECKILL_USER_JWKS_REFRESH=%s: want %s to %s", c.UserJWKSRefresh, minUserJWKSRefresh, maxUserJWKSRefresh))
+	}
+	return problems
 }
 
 // parseLevel reads SECKILL_LOG_LEVEL; "" is info.
@@ -249,8 +296,18 @@ func (c *Config) settings() []setting {
 			dur: &c.MissingItemTTL, def: dur(DefaultMissingItemTTL)},
 		{env: "SECKILL_READYZ_TTL", flag: "readyz-ttl", help: "how long a `/readyz` check's answer is reused (at most `" + dur(maxReadyzTTL) + "`), so a flood of " +
 			"the public `/readyz` costs one check a TTL; `0` = the default", dur: &c.ReadyzTTL, def: "0s", doc: "`" + dur(DefaultReadyzTTL) + "`"},
-		{env: "SECKILL_USER_JWT_SECRET", flag: "user-jwt-secret", help: "HS256 secret of user tokens, at least 32 bytes; set = JWT mode", str: &c.UserJWTSecret,
+		{env: "SECKILL_USER_JWT_SECRET", flag: "user-jwt-secret", help: "HS256 secret of user tokens, at least 32 bytes; set = JWT mode; not with `SECKILL_USER_JWKS_URL`", str: &c.UserJWTSecret,
 			doc: "empty: the body's `user_id` is trusted"},
+		{env: "SECKILL_USER_JWKS_URL", flag: "user-jwks-url", help: "`http(s)://` address of an identity provider's JWKS: user tokens are its RS256, ES256 or EdDSA tokens; " +
+			"set = JWT mode; not with `SECKILL_USER_JWT_SECRET`; needs `SECKILL_USER_JWT_ISSUER` and `SECKILL_USER_JWT_AUDIENCE`", str: &c.UserJWKSURL,
+			doc: "empty: no identity provider"},
+		{env: "SECKILL_USER_JWT_ISSUER", flag: "user-jwt-issuer", help: "the `iss` every user token must have (required with `SECKILL_USER_JWKS_URL`)", str: &c.UserJWTIssuer,
+			doc: "empty: not checked"},
+		{env: "SECKILL_USER_JWT_AUDIENCE", flag: "user-jwt-audience", help: "an `aud` every user token must name (required with `SECKILL_USER_JWKS_URL`)", str: &c.UserJWTAudience,
+			doc: "empty: not checked"},
+		{env: "SECKILL_USER_JWKS_REFRESH", flag: "user-jwks-refresh", help: fmt.Sprintf("how often the JWKS is read again (%s to %s); an unknown `kid` also reads it, "+
+			"at most every %s", dur(minUserJWKSRefresh), dur(maxUserJWKSRefresh), dur(handler.DefaultUserKeysMinInterval)),
+			dur: &c.UserJWKSRefresh, def: dur(DefaultUserJWKSRefresh)},
 		{env: "SECKILL_ADMIN_ADDR", flag: "admin-addr", help: "separate listen address of the admin API, the console, `/metrics` and pprof", str: &c.AdminAddr,
 			doc: "empty: the main listener"},
 		{env: "SECKILL_PPROF", flag: "pprof", help: "serve `/debug/pprof/` on the admin listener, behind the admin token; needs `SECKILL_ADMIN_ADDR`", boolean: &c.Pprof, def: "false"},
@@ -432,6 +489,7 @@ func (c *Config) Validate() error {
 	if c.UserJWTSecret != "" && len(c.UserJWTSecret) < 32 {
 		problems = append(problems, errors.New("SECKILL_USER_JWT_SECRET must be at least 32 bytes"))
 	}
+	problems = append(problems, c.validateUserJWKS()...)
 	if c.AdminAddr != "" && c.AdminAddr == c.Addr {
 		problems = append(problems, fmt.Errorf("SECKILL_ADMIN_ADDR=%q: must differ from SECKILL_ADDR", c.AdminAddr))
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seckill/seckill/internal/handler"
 	"github.com/seckill/seckill/internal/stock/gate"
 	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/shop"
@@ -74,6 +75,11 @@ const (
 	// DefaultPaymentTimeout is the payment deadline of an order unless
 	// SECKILL_PAYMENT_TIMEOUT says otherwise.
 	DefaultPaymentTimeout = 15 * time.Minute
+	// DefaultUserJWKSRefresh is how often an identity provider's key set
+	// is read again; a token of a key it does not hold reads it too.
+	DefaultUserJWKSRefresh = handler.DefaultUserKeysRefresh
+	minUserJWKSRefresh     = time.Minute
+	maxUserJWKSRefresh     = 24 * time.Hour
 	// DefaultRoomPoWBits: the proof-of-work of joining a waiting room is
 	// off unless SECKILL_ROOM_POW_BITS turns it on.
 	DefaultRoomPoWBits = 0

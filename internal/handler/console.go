@@ -69,7 +69,7 @@ func listFilter(c *gin.Context) (stock.ItemFilter, error) {
 // page on the public one, each with the assets (scripts, style sheet) and an
 // index at / saying what is where.
 func (h *Handler) consoleRoutes(pub, admin *gin.Engine) {
-	sale := web.NewSalePage(h.cfg.UserJWTSecret != nil)
+	sale := web.NewSalePage(h.tokenMode())
 	get(pub, "/sale/:id", func(c *gin.Context) {
 		if _, err := pathID(c); err != nil {
 			h.writeError(c, err)

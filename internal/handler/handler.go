@@ -66,6 +66,15 @@ type Config struct {
 	// UserJWTSecret, when set, makes orders take their user from an HS256
 	// bearer token's "sub" and shows an order only to its owner.
 	UserJWTSecret []byte
+	// UserKeys, when set, does the same with tokens an identity provider
+	// signed (RS256, ES256, EdDSA) with a key of its JWKS. Set at most one
+	// of UserJWTSecret and UserKeys.
+	UserKeys *UserKeys
+	// UserJWTIssuer and UserJWTAudience, when set, are the "iss" a user
+	// token must have and an "aud" it must name.
+	UserJWTIssuer, UserJWTAudience string
+	// Now is the clock of user tokens' exp and nbf. Default time.Now.
+	Now func() time.Time
 	// SeparateAdmin puts the admin routes, /metrics and pprof on Admin()
 	// instead of the public handler.
 	SeparateAdmin bool
@@ -111,8 +120,7 @@ func New(shop Shop, cfg Config) *Handler {
 		cfg.Logger = slog.Default()
 	}
 	h := &Handler{shop: shop, log: cfg.Logger, cfg: cfg, adminHash: sha256.Sum256([]byte(cfg.AdminToken)),
-		ids: newRequestIDs(), tally: newOrderTally(),
-		jwt: jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())}
+		ids: newRequestIDs(), tally: newOrderTally(), jwt: newTokenParser(cfg)}
 	h.engine = h.newEngine()
 	admin := h.engine
 	if cfg.SeparateAdmin {

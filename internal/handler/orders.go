@@ -45,7 +45,7 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		return
 	}
 	user := ""
-	if h.cfg.UserJWTSecret != nil {
+	if h.tokenMode() {
 		if user, err = h.tokenUser(c); err != nil {
 			h.writeError(c, err)
 			return
@@ -113,7 +113,7 @@ func (h *Handler) placeOrder(c *gin.Context) {
 
 func (h *Handler) getOrder(c *gin.Context) {
 	user := ""
-	if h.cfg.UserJWTSecret != nil {
+	if h.tokenMode() {
 		var err error
 		if user, err = h.tokenUser(c); err != nil {
 			h.writeError(c, err)
@@ -143,7 +143,7 @@ func (h *Handler) cancelOrder(c *gin.Context) { h.settleOrder(c, h.shop.CancelOr
 // user_id otherwise. Another user's order is 404, as for GET.
 func (h *Handler) settleOrder(c *gin.Context, settle func(ctx context.Context, id, userID string) (*stock.Order, error)) {
 	user := ""
-	if h.cfg.UserJWTSecret != nil {
+	if h.tokenMode() {
 		var err error
 		if user, err = h.tokenUser(c); err != nil {
 			h.writeError(c, err)

@@ -112,7 +112,7 @@ type joinRequest struct {
 // roomUser is the request's user: the token's in JWT mode, else the body's
 // user_id (req may be nil for a route without a body).
 func (h *Handler) roomUser(c *gin.Context, bodyUser *string) (string, error) {
-	if h.cfg.UserJWTSecret != nil {
+	if h.tokenMode() {
 		return h.tokenUser(c)
 	}
 	if bodyUser == nil {
@@ -152,7 +152,7 @@ func (h *Handler) joinQueue(c *gin.Context) {
 		}
 	}
 	var req joinRequest
-	if !h.decodeOptional(c, &req, h.cfg.UserJWTSecret != nil) {
+	if !h.decodeOptional(c, &req, h.tokenMode()) {
 		return
 	}
 	user, err := h.roomUser(c, req.UserID)
