@@ -27,11 +27,14 @@ import (
 //     big-endian byte strings. Ticket ids are unique, so two keys are equal
 //     only if HMAC-SHA256 collides: there are no ties to break.
 //
-// The operator cannot pick the seed after seeing who queued (it is
-// committed before), and buyers cannot predict it (it is secret until the
-// opening). What the commitment cannot rule out is an operator who leaks
-// the seed to friends before the opening: they could compute which ticket
-// numbers draw well and join at the matching moment.
+// The operator cannot pick the seed after seeing who queued, provided the
+// draw is checked against the commitment the buyer saw before the opening
+// (Audit; a document is always consistent with a commitment published in
+// it), and buyers cannot predict it (it is secret until the opening). What
+// the commitment cannot rule out is an operator who leaks the seed to
+// friends before the opening: they could compute which ticket numbers draw
+// well and join at the matching moment (docs/DESIGN.md, "Checking the
+// draw").
 
 // SeedLen is the length of a draw seed in bytes.
 const SeedLen = 32

@@ -23,6 +23,10 @@ type Ticket struct {
 	PassExpiresAt *time.Time `json:"pass_expires_at,omitempty"`
 	OpensAt       *time.Time `json:"opens_at"`
 	PollAfterMS   int64      `json:"poll_after_ms"`
+	// Commitment is the commitment of the ticket's line (a lottery room's;
+	// empty without one): what its holder checks the draw against
+	// (seckill-draw -ticket).
+	Commitment string `json:"commitment,omitempty"`
 }
 
 // Join gives user a place in item v's line (the place the user has, when
@@ -51,7 +55,7 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 		return nil, joinErr(err)
 	}
 	e.noteJoin(st.Ticket, now, v.StartsAt)
-	return s.ticket(v, st, now), nil
+	return s.ticket(e, v, st, now), nil
 }
 
 // Status is the status of the ticket string t in item v's room: not found
@@ -78,6 +82,7 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 	}
 	now := s.cfg.Now()
 	if tk, ok := s.cachedStatus(e, v, number, t, now); ok {
+		tk.Commitment = e.line()
 		return tk, nil
 	}
 	rctx, cancel := s.redisCtx(ctx)
@@ -93,15 +98,15 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 		// The number is someone else's now: t is of a line that is gone.
 		return nil, stock.ErrNotFound
 	}
-	return s.ticket(v, st, now), nil
+	return s.ticket(e, v, st, now), nil
 }
 
 // ticket is the API's view of st; the pass is in it (st.Pass), which only
 // the holder of the signed ticket string ever asks for.
-func (s *Service) ticket(v *stock.ItemView, st room.Status, now time.Time) *Ticket {
+func (s *Service) ticket(e *entry, v *stock.ItemView, st room.Status, now time.Time) *Ticket {
 	t := &Ticket{Ticket: s.tix.sign(v.ID, st.Ticket, st.User), Number: st.Ticket, State: st.State, Drawn: st.Drawn,
 		Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Remaining: v.Remaining,
-		Pass: st.Pass, OpensAt: v.StartsAt}
+		Pass: st.Pass, OpensAt: v.StartsAt, Commitment: e.line()}
 	if st.State == room.StateAdmitted {
 		exp := st.PassExpiry.UTC()
 		t.PassExpiresAt = &exp
