@@ -109,6 +109,14 @@ func TestCommand(t *testing.T) {
 	emptied := good
 	emptied.PreQueue, emptied.Served = []int64{}, []int64{}
 
+	// The room was turned off and on: the document is line 2's, the
+	// buyer holds line 1's commitment.
+	oldLine := good
+	old := room.NewSeed().Commitment()
+	oldLine.Line = 2
+	oldLine.History = append([]room.DrawLine{{Line: 1, Commitment: old, Lottery: true, PublishedAt: good.History[0].PublishedAt}}, good.History...)
+	oldLine.History[1].Line = 2
+
 	ticketFile := filepath.Join(t.TempDir(), "ticket.json")
 	if err := os.WriteFile(ticketFile, []byte(`{"ticket":"x","number":3,"state":"waiting","commitment":"`+observed+`"}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -129,6 +137,8 @@ func TestCommand(t *testing.T) {
 		{"swapped after the queue", encode(t, swapped), false, cm, 1, "observed: DOES NOT match"},
 		{"ticket 4 left out", encode(t, missing), false, cm, 1, "pre-queue: DOES NOT hold every ticket 1..7: ticket 4 is missing"},
 		{"emptied by a redis loss", encode(t, emptied), false, cm, 1, "the database recorded 8 tickets in the pre-queue at the opening, the document lists 0"},
+		{"observed an older line", encode(t, oldLine), false, []string{"-commitment", old}, 1, "is line 1 of the item, the document's " + good.Commitment + " is line 2"},
+		{"emptied, says so", encode(t, emptied), false, cm, 1, "pre-queue: empty"},
 		{"wrong seed", encode(t, wrongSeed), true, cm, 1, "commitment: DOES NOT match"},
 		{"reordered", encode(t, reordered), false, cm, 1, "order: DOES NOT match: position 1 served ticket"},
 		{"no observed commitment", encode(t, good), false, nil, 2, "give the commitment you observed"},

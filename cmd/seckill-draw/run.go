@@ -115,12 +115,16 @@ func observedCommitment(commitment, ticket string) (string, error) {
 
 func report(w io.Writer, d room.PublicDraw, a room.Audit) {
 	fmt.Fprintf(w, "item %d: %d tickets in the pre-queue, %d served\n", d.ItemID, len(d.PreQueue), len(d.Served))
+	line := "not in the history"
+	if d.Line > 0 {
+		line = fmt.Sprintf("line %d", d.Line)
+	}
 	switch {
 	case a.ObservedMatches:
-		fmt.Fprintf(w, "observed: the document's commitment is the one you observed (line %d)\n", d.Line)
+		fmt.Fprintf(w, "observed: the document's commitment is the one you observed (%s)\n", line)
 	case a.ObservedLine > 0:
-		fmt.Fprintf(w, "observed: DOES NOT match: your commitment %s is line %d of the item, the document's %s is line %d (the room started over since)\n",
-			a.Observed, a.ObservedLine, d.Commitment, d.Line)
+		fmt.Fprintf(w, "observed: DOES NOT match: your commitment %s is line %d of the item, the document's %s is %s (the room started over, or its commitment was replaced)\n",
+			a.Observed, a.ObservedLine, d.Commitment, line)
 	default:
 		fmt.Fprintf(w, "observed: DOES NOT match: the document's commitment %s is not the one you observed, %s, which its history never published\n",
 			d.Commitment, a.Observed)
@@ -130,9 +134,12 @@ func report(w io.Writer, d room.PublicDraw, a room.Audit) {
 	} else {
 		fmt.Fprintf(w, "commitment: DOES NOT match the seed (SHA-256 of the seed is %s)\n", seedCommitment(d.Seed))
 	}
-	if a.PreQueueWhole {
+	switch {
+	case a.PreQueueWhole && len(d.PreQueue) == 0:
+		fmt.Fprintln(w, "pre-queue: empty")
+	case a.PreQueueWhole:
 		fmt.Fprintf(w, "pre-queue: tickets 1..%d\n", len(d.PreQueue))
-	} else {
+	default:
 		fmt.Fprintf(w, "pre-queue: DOES NOT hold every ticket 1..%d: ticket %d is missing\n", len(d.PreQueue), a.Missing)
 	}
 	switch r := a.Recorded; {
