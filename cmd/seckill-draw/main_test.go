@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/testenv/exitsleep"
@@ -25,6 +26,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// draw is an honest document of 8 tickets, 5 served, with the history the
+// service records.
 func draw(t *testing.T) room.PublicDraw {
 	t.Helper()
 	seed := room.NewSeed()
@@ -33,18 +36,21 @@ func draw(t *testing.T) room.PublicDraw {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return room.PublicDraw{ItemID: 9, Commitment: seed.Commitment(), Seed: seed.String(), PreQueue: pre, Served: order[:5]}
+	n := int64(len(pre))
+	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	return room.PublicDraw{ItemID: 9, Commitment: seed.Commitment(), Seed: seed.String(), PreQueue: pre, Served: order[:5], Line: 1,
+		History: []room.DrawLine{{Line: 1, Commitment: seed.Commitment(), Lottery: true, PublishedAt: at, Seed: seed.String(), PreQueueSize: &n, RevealedAt: &at}}}
 }
 
 // command runs the command as a process on the JSON of d, from a file or
 // (file "") stdin, and returns its output and exit code.
-func command(t *testing.T, doc string, fromFile bool) (string, int) {
+func command(t *testing.T, doc string, fromFile bool, flags ...string) (string, int) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var args []string
+	args := slices.Clone(flags)
 	if fromFile {
 		p := filepath.Join(t.TempDir(), "draw.json")
 		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
@@ -77,29 +83,73 @@ func encode(t *testing.T, d room.PublicDraw) string {
 
 func TestCommand(t *testing.T) {
 	good := draw(t)
+	observed := good.Commitment
 	wrongSeed := good
 	wrongSeed.Seed = room.NewSeed().String()
 	reordered := good
 	reordered.Served = slices.Clone(good.Served)
 	reordered.Served[0], reordered.Served[1] = reordered.Served[1], reordered.Served[0]
+
+	// The operator swapped seed and commitment after seeing the queue
+	// (redteam draw_swap.py): self-consistent, history rewritten too.
+	swapped := good
+	s := room.NewSeed()
+	order, _ := room.DrawOrder(s, good.PreQueue)
+	swapped.Commitment, swapped.Seed, swapped.Served = s.Commitment(), s.String(), order[:5]
+	swapped.History = slices.Clone(good.History)
+	swapped.History[0].Commitment, swapped.History[0].Seed = s.Commitment(), s.String()
+
+	// Ticket 4 left out of the pre-queue (draw_tool.py).
+	missing := good
+	missing.PreQueue = []int64{1, 2, 3, 5, 6, 7, 8}
+	order, _ = room.DrawOrder(mustSeed(t, good.Seed), missing.PreQueue)
+	missing.Served = order[:5]
+
+	// Redis lost the room after the opening (draw_after_loss.py).
+	emptied := good
+	emptied.PreQueue, emptied.Served = []int64{}, []int64{}
+
+	// The room was turned off and on: the document is line 2's, the
+	// buyer holds line 1's commitment.
+	oldLine := good
+	old := room.NewSeed().Commitment()
+	oldLine.Line = 2
+	oldLine.History = append([]room.DrawLine{{Line: 1, Commitment: old, Lottery: true, PublishedAt: good.History[0].PublishedAt}}, good.History...)
+	oldLine.History[1].Line = 2
+
+	ticketFile := filepath.Join(t.TempDir(), "ticket.json")
+	if err := os.WriteFile(ticketFile, []byte(`{"ticket":"x","number":3,"state":"waiting","commitment":"`+observed+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cm := []string{"-commitment", observed}
 	cases := []struct {
 		name     string
 		doc      string
 		fromFile bool
+		flags    []string
 		code     int
 		says     string
 	}{
-		{"matches, stdin", encode(t, good), false, 0, "verdict: the draw checks out"},
-		{"matches, file", encode(t, good), true, 0, "order: the 5 served tickets are the draw's first 5"},
-		{"wrong seed", encode(t, wrongSeed), true, 1, "commitment: DOES NOT match"},
-		{"reordered", encode(t, reordered), false, 1, "order: DOES NOT match: position 1 served ticket"},
-		{"no seed yet", `{"item_id":9,"commitment":"ab","pre_queue":[1],"served":[]}`, false, 2, "not revealed"},
-		{"not json", `{"item_id":`, false, 2, "reading the draw"},
-		{"unknown field", `{"item_id":9,"sead":"00"}`, false, 2, "unknown field"},
+		{"matches, stdin", encode(t, good), false, cm, 0, "verdict: the draw checks out"},
+		{"matches, file", encode(t, good), true, cm, 0, "order: the 5 served tickets are the draw's first 5"},
+		{"matches, ticket file", encode(t, good), false, []string{"-ticket", ticketFile}, 0, "observed: the document's commitment is the one you observed (line 1)"},
+		{"matches, ticket json", encode(t, good), true, []string{"-ticket", `{"commitment":"` + observed + `"}`}, 0, "record: the database recorded line 1's opening: the same seed, 8 tickets"},
+		{"swapped after the queue", encode(t, swapped), false, cm, 1, "observed: DOES NOT match"},
+		{"ticket 4 left out", encode(t, missing), false, cm, 1, "pre-queue: DOES NOT hold every ticket 1..7: ticket 4 is missing"},
+		{"emptied by a redis loss", encode(t, emptied), false, cm, 1, "the database recorded 8 tickets in the pre-queue at the opening, the document lists 0"},
+		{"observed an older line", encode(t, oldLine), false, []string{"-commitment", old}, 1, "is line 1 of the item, the document's " + good.Commitment + " is line 2"},
+		{"emptied, says so", encode(t, emptied), false, cm, 1, "pre-queue: empty"},
+		{"wrong seed", encode(t, wrongSeed), true, cm, 1, "commitment: DOES NOT match"},
+		{"reordered", encode(t, reordered), false, cm, 1, "order: DOES NOT match: position 1 served ticket"},
+		{"no observed commitment", encode(t, good), false, nil, 2, "give the commitment you observed"},
+		{"ticket without commitment", encode(t, good), false, []string{"-ticket", `{"ticket":"x"}`}, 2, "carries no commitment"},
+		{"no seed yet", `{"item_id":9,"commitment":"ab","pre_queue":[1],"served":[]}`, false, cm, 2, "not revealed"},
+		{"not json", `{"item_id":`, false, cm, 2, "reading the draw"},
+		{"unknown field", `{"item_id":9,"sead":"00"}`, false, cm, 2, "unknown field"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			out, code := command(t, c.doc, c.fromFile)
+			out, code := command(t, c.doc, c.fromFile, c.flags...)
 			if code != c.code {
 				t.Errorf("exit code %d, want %d; output:\n%s", code, c.code, out)
 			}
@@ -108,4 +158,13 @@ func TestCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustSeed(t *testing.T, s string) room.Seed {
+	t.Helper()
+	seed, err := room.ParseSeed(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seed
 }

@@ -2,23 +2,47 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/seckill/seckill/internal/room"
 )
 
-const usage = "usage: seckill-draw [file.json]   (reads stdin without a file)\n"
+const usage = `usage: seckill-draw (-commitment HEX | -ticket FILE|JSON) [file.json]
+  reads the draw document from file.json, or stdin without one
+  -commitment HEX   the commitment you saw before the opening (item view's waiting_room.commitment)
+  -ticket FILE|JSON your saved join or status answer (its "commitment")
+`
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	in := stdin
-	switch {
-	case len(args) > 1 || (len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help")):
+	fs := flag.NewFlagSet("seckill-draw", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	commitment := fs.String("commitment", "", "")
+	ticket := fs.String("ticket", "", "")
+	if err := fs.Parse(args); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "seckill-draw: %v\n", err)
+		}
 		fmt.Fprint(stderr, usage)
 		return 2
-	case len(args) == 1 && args[0] != "-":
-		f, err := os.Open(args[0])
+	}
+	observed, err := observedCommitment(*commitment, *ticket)
+	if err != nil {
+		fmt.Fprintf(stderr, "seckill-draw: %v\n", err)
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	in := stdin
+	switch rest := fs.Args(); {
+	case len(rest) > 1:
+		fmt.Fprint(stderr, usage)
+		return 2
+	case len(rest) == 1 && rest[0] != "-":
+		f, err := os.Open(rest[0])
 		if err != nil {
 			fmt.Fprintf(stderr, "seckill-draw: %v\n", err)
 			return 2
@@ -43,33 +67,104 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "item %d: no lottery: the waiting room serves its tickets in number order; there is no draw to check\n", d.ItemID)
 		return 0
 	}
-	c, err := d.Verify()
+	a, err := d.Audit(observed)
 	if err != nil {
 		fmt.Fprintf(stderr, "seckill-draw: %v\n", err)
 		return 2
 	}
-	fmt.Fprintf(stdout, "item %d: %d tickets in the pre-queue, %d served\n", d.ItemID, len(d.PreQueue), len(d.Served))
-	if c.CommitmentMatches {
-		fmt.Fprintln(stdout, "commitment: matches the seed")
-	} else {
-		fmt.Fprintf(stdout, "commitment: DOES NOT match the seed (SHA-256 of the seed is %s)\n", seedCommitment(d.Seed))
-	}
-	switch {
-	case c.Err != nil:
-		fmt.Fprintf(stdout, "order: cannot be drawn: %v\n", c.Err)
-	case c.OrderMatches:
-		fmt.Fprintf(stdout, "order: the %d served tickets are the draw's first %d\n", len(d.Served), len(d.Served))
-	case c.Mismatch >= len(c.Drawn):
-		fmt.Fprintf(stdout, "order: DOES NOT match: served ticket %d (position %d) is beyond the %d drawn\n", d.Served[c.Mismatch], c.Mismatch+1, len(c.Drawn))
-	default:
-		fmt.Fprintf(stdout, "order: DOES NOT match: position %d served ticket %d, the draw gives ticket %d\n", c.Mismatch+1, d.Served[c.Mismatch], c.Drawn[c.Mismatch])
-	}
-	if !c.OK() {
+	report(stdout, d, a)
+	if !a.OK() {
 		fmt.Fprintln(stdout, "verdict: the draw does not check out")
 		return 1
 	}
 	fmt.Fprintln(stdout, "verdict: the draw checks out")
 	return 0
+}
+
+// observedCommitment is the commitment the buyer gave: -commitment, or the
+// "commitment" of the ticket answer -ticket names (a file, or the JSON
+// itself). Exactly one is needed: a document checked only against itself
+// proves nothing (an operator can publish any seed with its commitment).
+func observedCommitment(commitment, ticket string) (string, error) {
+	switch {
+	case commitment != "" && ticket != "":
+		return "", errors.New("give -commitment or -ticket, not both")
+	case commitment != "":
+		return commitment, nil
+	case ticket == "":
+		return "", errors.New("give the commitment you observed before the opening: -commitment HEX or -ticket FILE")
+	}
+	b := []byte(ticket)
+	if !strings.HasPrefix(strings.TrimSpace(ticket), "{") {
+		var err error
+		if b, err = os.ReadFile(ticket); err != nil {
+			return "", fmt.Errorf("reading the ticket: %w", err)
+		}
+	}
+	var t struct {
+		Commitment string `json:"commitment"`
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return "", fmt.Errorf("reading the ticket: %w", err)
+	}
+	if t.Commitment == "" {
+		return "", errors.New("the ticket carries no commitment (a room without a lottery has no draw)")
+	}
+	return t.Commitment, nil
+}
+
+func report(w io.Writer, d room.PublicDraw, a room.Audit) {
+	fmt.Fprintf(w, "item %d: %d tickets in the pre-queue, %d served\n", d.ItemID, len(d.PreQueue), len(d.Served))
+	line := "not in the history"
+	if d.Line > 0 {
+		line = fmt.Sprintf("line %d", d.Line)
+	}
+	switch {
+	case a.ObservedMatches:
+		fmt.Fprintf(w, "observed: the document's commitment is the one you observed (%s)\n", line)
+	case a.ObservedLine > 0:
+		fmt.Fprintf(w, "observed: DOES NOT match: your commitment %s is line %d of the item, the document's %s is %s (the room started over, or its commitment was replaced)\n",
+			a.Observed, a.ObservedLine, d.Commitment, line)
+	default:
+		fmt.Fprintf(w, "observed: DOES NOT match: the document's commitment %s is not the one you observed, %s, which its history never published\n",
+			d.Commitment, a.Observed)
+	}
+	if a.CommitmentMatches {
+		fmt.Fprintln(w, "commitment: matches the seed")
+	} else {
+		fmt.Fprintf(w, "commitment: DOES NOT match the seed (SHA-256 of the seed is %s)\n", seedCommitment(d.Seed))
+	}
+	switch {
+	case a.PreQueueWhole && len(d.PreQueue) == 0:
+		fmt.Fprintln(w, "pre-queue: empty")
+	case a.PreQueueWhole:
+		fmt.Fprintf(w, "pre-queue: tickets 1..%d\n", len(d.PreQueue))
+	default:
+		fmt.Fprintf(w, "pre-queue: DOES NOT hold every ticket 1..%d: ticket %d is missing\n", len(d.PreQueue), a.Missing)
+	}
+	switch r := a.Recorded; {
+	case r == nil:
+		fmt.Fprintln(w, "record: DOES NOT exist: the document's history has no line of its commitment")
+	case r.PreQueueSize == nil:
+		fmt.Fprintf(w, "record: NOT YET: the database has not recorded line %d's opening (try again in a few seconds)\n", r.Line)
+	case !strings.EqualFold(r.Seed, d.Seed):
+		fmt.Fprintf(w, "record: DOES NOT match: the database recorded seed %s at the opening\n", r.Seed)
+	case *r.PreQueueSize != int64(len(d.PreQueue)):
+		fmt.Fprintf(w, "record: DOES NOT match: the database recorded %d tickets in the pre-queue at the opening, the document lists %d (the room's draw was lost: it can no longer be checked)\n",
+			*r.PreQueueSize, len(d.PreQueue))
+	default:
+		fmt.Fprintf(w, "record: the database recorded line %d's opening: the same seed, %d tickets\n", r.Line, *r.PreQueueSize)
+	}
+	switch {
+	case a.Err != nil:
+		fmt.Fprintf(w, "order: cannot be drawn: %v\n", a.Err)
+	case a.OrderMatches:
+		fmt.Fprintf(w, "order: the %d served tickets are the draw's first %d\n", len(d.Served), len(d.Served))
+	case a.Mismatch >= len(a.Drawn):
+		fmt.Fprintf(w, "order: DOES NOT match: served ticket %d (position %d) is beyond the %d drawn\n", d.Served[a.Mismatch], a.Mismatch+1, len(a.Drawn))
+	default:
+		fmt.Fprintf(w, "order: DOES NOT match: position %d served ticket %d, the draw gives ticket %d\n", a.Mismatch+1, d.Served[a.Mismatch], a.Drawn[a.Mismatch])
+	}
 }
 
 func seedCommitment(hexSeed string) string {

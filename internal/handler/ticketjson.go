@@ -14,7 +14,7 @@ import (
 // base64url, states plain words), and the caller falls back to
 // encoding/json.
 func appendTicketJSON(b []byte, t *rooms.Ticket) ([]byte, bool) {
-	if !plainJSON(t.Ticket) || !plainJSON(string(t.State)) || !plainJSON(t.Pass) {
+	if !plainJSON(t.Ticket) || !plainJSON(string(t.State)) || !plainJSON(t.Pass) || !plainJSON(t.Commitment) {
 		return b, false
 	}
 	b = append(b, `{"ticket":"`...)
@@ -50,6 +50,11 @@ func appendTicketJSON(b []byte, t *rooms.Ticket) ([]byte, bool) {
 	}
 	b = append(b, `,"poll_after_ms":`...)
 	b = strconv.AppendInt(b, t.PollAfterMS, 10)
+	if t.Commitment != "" {
+		b = append(b, `,"commitment":"`...)
+		b = append(b, t.Commitment...)
+		b = append(b, '"')
+	}
 	return append(b, '}'), true
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The opening draw orders the pre-queue (every ticket taken before the room
@@ -26,11 +27,14 @@ import (
 //     big-endian byte strings. Ticket ids are unique, so two keys are equal
 //     only if HMAC-SHA256 collides: there are no ties to break.
 //
-// The operator cannot pick the seed after seeing who queued (it is
-// committed before), and buyers cannot predict it (it is secret until the
-// opening). What the commitment cannot rule out is an operator who leaks
-// the seed to friends before the opening: they could compute which ticket
-// numbers draw well and join at the matching moment.
+// The operator cannot pick the seed after seeing who queued, provided the
+// draw is checked against the commitment the buyer saw before the opening
+// (Audit; a document is always consistent with a commitment published in
+// it), and buyers cannot predict it (it is secret until the opening). What
+// the commitment cannot rule out is an operator who leaks the seed to
+// friends before the opening: they could compute which ticket numbers draw
+// well and join at the matching moment (docs/DESIGN.md, "Checking the
+// draw").
 
 // SeedLen is the length of a draw seed in bytes.
 const SeedLen = 32
@@ -148,10 +152,32 @@ type PublicDraw struct {
 	PreQueue []int64 `json:"pre_queue"`
 	// Served is the pre-queue's tickets in the order they were admitted so far.
 	Served []int64 `json:"served"`
+	// Line is the current line's number in History (0: the document has
+	// no history).
+	Line int `json:"line,omitempty"`
+	// History is every commitment the item ever published, oldest first,
+	// as the database recorded it (not Redis: a lost room or a room turned
+	// off and on cannot replace or empty it).
+	History []DrawLine `json:"history,omitempty"`
+}
+
+// DrawLine is one commitment an item published: a line of its room.
+type DrawLine struct {
+	Line        int       `json:"line"`
+	Commitment  string    `json:"commitment"`
+	Lottery     bool      `json:"lottery"`
+	PublishedAt time.Time `json:"published_at"`
+	// Seed, PreQueueSize and RevealedAt are recorded when the line's room
+	// opened: the revealed seed and how many tickets the closed pre-queue
+	// held (tickets 1..PreQueueSize).
+	Seed         string     `json:"seed,omitempty"`
+	PreQueueSize *int64     `json:"pre_queue_size,omitempty"`
+	RevealedAt   *time.Time `json:"revealed_at,omitempty"`
 }
 
 // Verify checks d: the seed must be revealed and well-formed, then it is
-// VerifyDraw.
+// VerifyDraw. It checks d against itself only: Audit checks it against a
+// commitment observed before the opening.
 func (d PublicDraw) Verify() (DrawCheck, error) {
 	if d.Seed == "" {
 		return DrawCheck{}, fmt.Errorf("%w: the seed is not revealed yet (the room has not opened)", ErrInvalid)
@@ -161,4 +187,84 @@ func (d PublicDraw) Verify() (DrawCheck, error) {
 		return DrawCheck{}, err
 	}
 	return VerifyDraw(seed, d.Commitment, d.PreQueue, d.Served), nil
+}
+
+// Audit is the check of a draw document against a commitment the buyer
+// observed independently of it (printed on their ticket, or saved from the
+// item view before the opening). A document is self-consistent whatever
+// seed the operator picked after seeing the queue, as long as it publishes
+// that seed's commitment with it: only the observed one tells.
+type Audit struct {
+	DrawCheck
+	// Observed is the commitment checked against; ObservedMatches: it is
+	// the document's. ObservedLine is the history's line holding it (0:
+	// none: the item never published it).
+	Observed        string
+	ObservedMatches bool
+	ObservedLine    int
+	// PreQueueWhole: the pre-queue is exactly tickets 1..N (the room
+	// numbers its tickets from 1 and draws every one taken before the
+	// opening). Missing is the smallest ticket of 1..N it lacks.
+	PreQueueWhole bool
+	Missing       int64
+	// Recorded is the history's line of the document's commitment, nil if
+	// there is none. RecordedMatches: it records the opening, with the
+	// document's seed and N, the document's pre-queue size (a room whose
+	// draw Redis lost reads an empty pre-queue: the database remembers N).
+	Recorded        *DrawLine
+	RecordedMatches bool
+}
+
+// OK reports whether every check passed.
+func (a Audit) OK() bool {
+	return a.DrawCheck.OK() && a.ObservedMatches && a.PreQueueWhole && a.RecordedMatches
+}
+
+// Audit checks d against observed, a commitment (64 hex digits) the buyer
+// saw before the opening: Verify, then that d's commitment is observed,
+// that its pre-queue is tickets 1..N, and that its history recorded the
+// opening with the same seed and N.
+func (d PublicDraw) Audit(observed string) (Audit, error) {
+	observed = strings.ToLower(strings.TrimSpace(observed))
+	if _, err := LineOf(observed); err != nil {
+		return Audit{}, fmt.Errorf("%w: the observed commitment is 64 hex digits", ErrInvalid)
+	}
+	c, err := d.Verify()
+	if err != nil {
+		return Audit{}, err
+	}
+	a := Audit{DrawCheck: c, Observed: observed, ObservedMatches: strings.EqualFold(d.Commitment, observed)}
+	for i := range d.History {
+		l := &d.History[i]
+		if strings.EqualFold(l.Commitment, observed) {
+			a.ObservedLine = l.Line
+		}
+		if strings.EqualFold(l.Commitment, d.Commitment) {
+			a.Recorded = l
+		}
+	}
+	a.Missing = firstMissing(d.PreQueue)
+	a.PreQueueWhole = a.Missing == 0
+	if r := a.Recorded; r != nil && r.PreQueueSize != nil {
+		a.RecordedMatches = strings.EqualFold(r.Seed, d.Seed) && *r.PreQueueSize == int64(len(d.PreQueue))
+	}
+	return a, nil
+}
+
+// firstMissing is the smallest ticket of 1..len(pre) that pre lacks, 0
+// when pre is exactly 1..len(pre).
+func firstMissing(pre []int64) int64 {
+	n := int64(len(pre))
+	seen := make([]bool, n+1)
+	for _, t := range pre {
+		if t >= 1 && t <= n {
+			seen[t] = true
+		}
+	}
+	for t := int64(1); t <= n; t++ {
+		if !seen[t] {
+			return t
+		}
+	}
+	return 0
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
 )
 
 // Set sets up item id's room, or changes it (nil fields of c keep their
@@ -37,7 +38,10 @@ func (s *Service) Set(ctx context.Context, id int64, c Change) error {
 		}
 	}
 	if err := s.shop.ChangeRoom(ctx, id, func(ctx context.Context, tx *gorm.DB, _ int64) error {
-		return saveRow(ctx, tx, &r, cur == nil)
+		if err := saveRow(ctx, tx, &r, cur == nil); err != nil {
+			return err
+		}
+		return publish(ctx, tx, &r, cur)
 	}); err != nil {
 		return err
 	}
@@ -60,7 +64,10 @@ func (s *Service) CreateItem(ctx context.Context, in stock.NewItem, c Change) (*
 			return err
 		}
 		r = planned
-		return saveRow(ctx, tx, &r, true)
+		if err := saveRow(ctx, tx, &r, true); err != nil {
+			return err
+		}
+		return publish(ctx, tx, &r, nil)
 	})
 	if err != nil {
 		return nil, err
@@ -125,6 +132,16 @@ func saveRow(ctx context.Context, tx *gorm.DB, r *row, create bool) error {
 			"paused": r.Paused, "seed": r.Seed, "commitment": r.Commitment, "updated_at": r.UpdatedAt}).Error
 	}
 	return dbErr("save room", err)
+}
+
+// publish records r's commitment in room_draws when it is a new one (cur
+// is the room before, nil when it had none), in tx: the commitment is
+// never in item_rooms without its line in the history.
+func publish(ctx context.Context, tx *gorm.DB, r, cur *row) error {
+	if cur != nil && cur.Commitment == r.Commitment {
+		return nil
+	}
+	return store.PublishDraw(ctx, tx, r.ItemID, r.Commitment, r.Lottery, r.UpdatedAt)
 }
 
 // changed brings this process up to date after item id's room r was

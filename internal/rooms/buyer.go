@@ -23,6 +23,10 @@ type Ticket struct {
 	PassExpiresAt *time.Time `json:"pass_expires_at,omitempty"`
 	OpensAt       *time.Time `json:"opens_at"`
 	PollAfterMS   int64      `json:"poll_after_ms"`
+	// Commitment is the commitment of the ticket's line (a lottery room's;
+	// empty without one): what its holder checks the draw against
+	// (seckill-draw -ticket).
+	Commitment string `json:"commitment,omitempty"`
 }
 
 // Join gives user a place in item v's line (the place the user has, when
@@ -51,7 +55,7 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 		return nil, joinErr(err)
 	}
 	e.noteJoin(st.Ticket, now, v.StartsAt)
-	return s.ticket(v, st, now), nil
+	return s.ticket(e, v, st, now), nil
 }
 
 // Status is the status of the ticket string t in item v's room: not found
@@ -78,6 +82,7 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 	}
 	now := s.cfg.Now()
 	if tk, ok := s.cachedStatus(e, v, number, t, now); ok {
+		tk.Commitment = e.line()
 		return tk, nil
 	}
 	rctx, cancel := s.redisCtx(ctx)
@@ -93,15 +98,15 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 		// The number is someone else's now: t is of a line that is gone.
 		return nil, stock.ErrNotFound
 	}
-	return s.ticket(v, st, now), nil
+	return s.ticket(e, v, st, now), nil
 }
 
 // ticket is the API's view of st; the pass is in it (st.Pass), which only
 // the holder of the signed ticket string ever asks for.
-func (s *Service) ticket(v *stock.ItemView, st room.Status, now time.Time) *Ticket {
+func (s *Service) ticket(e *entry, v *stock.ItemView, st room.Status, now time.Time) *Ticket {
 	t := &Ticket{Ticket: s.tix.sign(v.ID, st.Ticket, st.User), Number: st.Ticket, State: st.State, Drawn: st.Drawn,
 		Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Remaining: v.Remaining,
-		Pass: st.Pass, OpensAt: v.StartsAt}
+		Pass: st.Pass, OpensAt: v.StartsAt, Commitment: e.line()}
 	if st.State == room.StateAdmitted {
 		exp := st.PassExpiry.UTC()
 		t.PassExpiresAt = &exp
@@ -124,39 +129,6 @@ func pollAfter(t *Ticket, now time.Time) int64 {
 		return 2000
 	}
 	return 1000
-}
-
-// Draw is item id's public draw document (ROOM-API.md).
-type Draw struct {
-	ItemID     int64   `json:"item_id"`
-	Lottery    bool    `json:"lottery"`
-	Commitment string  `json:"commitment,omitempty"`
-	Seed       *string `json:"seed"`
-	PreQueue   []int64 `json:"pre_queue"`
-	Served     []int64 `json:"served"`
-}
-
-// Draw reads item id's draw. A FIFO room (lottery off) has none: its
-// document says so, with no seed.
-func (s *Service) Draw(ctx context.Context, id int64) (*Draw, error) {
-	e := s.entry(id)
-	if e == nil {
-		return nil, ErrNoWaitingRoom
-	}
-	if !e.set.Load().Lottery {
-		return &Draw{ItemID: id, PreQueue: []int64{}, Served: []int64{}}, nil
-	}
-	rctx, cancel := s.redisCtx(ctx)
-	defer cancel()
-	d, err := e.room.Draw(rctx)
-	if err != nil {
-		return nil, roomErr(err)
-	}
-	out := &Draw{ItemID: id, Lottery: true, Commitment: d.Commitment, PreQueue: d.PreQueue, Served: d.Served}
-	if d.Seed != "" {
-		out.Seed = &d.Seed
-	}
-	return out, nil
 }
 
 // CheckPass verifies an order's Seckill-Pass for item id and user, in the

@@ -38,6 +38,9 @@ type entry struct {
 	// from the seed of commitment rankFor (cache.go).
 	rank    []uint32
 	rankFor string
+	// recordedFor is the commitment whose opening this process wrote to
+	// room_draws (draw.go).
+	recordedFor atomic.Pointer[string]
 }
 
 type sample struct {
@@ -271,6 +274,9 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		if st, err = e.room.Stats(ctx); err != nil {
 			return err
 		}
+	}
+	if st.Phase == "open" {
+		s.recordOpening(ctx, e, r, st.PreQueue, now)
 	}
 	soldOut := v.Remaining <= 0
 	switch {
