@@ -58,8 +58,9 @@ type lane struct {
 	// nanoseconds; 0: none).
 	sent []atomic.Int64
 	// answered is when a pipeline of the lane last got its answer (Unix
-	// nanoseconds), a script's error included.
-	answered atomic.Int64
+	// nanoseconds), a script's error included; failed, when one last
+	// failed without an answer (go-redis's own retries included).
+	answered, failed atomic.Int64
 }
 
 // down reports whether ln's node failed or is silent just now: then, on a
@@ -72,17 +73,25 @@ func (b *Pipeline) down(ln *lane) bool {
 		return false
 	}
 	now := time.Now().UnixNano()
-	return now < ln.downUntil.Load() || b.silent(ln, now)
+	return now < ln.downUntil.Load() || b.silent(ln, now, false)
 }
 
 // silent reports whether ln's node stopped answering: a pipeline of its
 // lane has been in flight longer than Options.Wait, and no pipeline of the
 // lane got its answer within Wait. A node that keeps answering, even
 // slowly (an overloaded Redis), is not silent, and its queued calls keep
-// their place; a stalled one (connections open, no bytes) is.
-func (b *Pipeline) silent(ln *lane, now int64) bool {
-	if b.wait <= 0 || now-ln.answered.Load() <= int64(b.wait) {
+// their place; a stalled one (connections open, no bytes) is. With sticky,
+// a pipeline that failed without an answer since the last answer counts
+// too: the node stays silent for its queued calls between the stalled
+// pipelines' end and the next ones passing Wait. Not for refusing calls
+// at once: a lane that sends nothing would never hear an answer again.
+func (b *Pipeline) silent(ln *lane, now int64, sticky bool) bool {
+	answered := ln.answered.Load()
+	if b.wait <= 0 || now-answered <= int64(b.wait) {
 		return false
+	}
+	if sticky && ln.failed.Load() > answered {
+		return true
 	}
 	for i := range ln.sent {
 		if t := ln.sent[i].Load(); t != 0 && now-t > int64(b.wait) {
@@ -241,7 +250,7 @@ func (b *Pipeline) left(ln *lane, c *call) time.Duration {
 		return time.Until(time.Unix(0, sent).Add(b.wait))
 	}
 	now := time.Now().UnixNano()
-	if b.silent(ln, now) || now < ln.downUntil.Load() {
+	if b.silent(ln, now, true) || now < ln.downUntil.Load() {
 		return 0
 	}
 	next := b.wait
@@ -366,6 +375,8 @@ func (b *Pipeline) send(ln *lane, sent *atomic.Int64, batch []*call) {
 		_, err := pipe.Exec(ctx)
 		if err == nil || isRedisError(err) {
 			ln.answered.Store(time.Now().UnixNano()) // before sent is cleared: never silent in between
+		} else {
+			ln.failed.Store(time.Now().UnixNano())
 		}
 		sent.Store(0)
 		if err != nil && !isRedisError(err) && b.cluster != nil {
