@@ -1,6 +1,6 @@
 # Developer entry points. CI runs .ci/run, which starts the services and
 # then runs `make lint test fuzz FUZZTIME=3000x`: the two cannot drift.
-.PHONY: run test lint bench loadtest fuzz
+.PHONY: run test drill lint bench loadtest fuzz
 
 run:
 	go run ./cmd/seckill
@@ -9,11 +9,19 @@ run:
 test:
 	go test -race -count=1 ./...
 
+# The drills: fault tests that bound a latency (a stalled Redis or database
+# answers 503 within its timeout), behind the drill build tag so the
+# parallel suite never runs them. One package at a time (-p 1), on an
+# otherwise idle machine: CI runs them after `make test`.
+drill:
+	go test -race -count=1 -p 1 -tags drill -run Drill ./...
+
 lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	go vet -tags faultinject ./internal/app/ ./internal/faulttest/
+	go vet -tags drill ./internal/faulttest/
 	go tool -modfile=tools/go.mod staticcheck ./...
 
 bench:

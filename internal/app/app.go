@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		Queue: queue.Config{Writers: cfg.Writers, Batch: cfg.WriterBatch, ClaimIdle: cfg.ClaimIdle,
 			MaxDeliveries: cfg.MaxDeliveries, Observer: a.metrics, AfterCommit: crashAfterCommit(os.Getenv),
 			Durability: cfg.AsyncDurability},
-		Lifecycle: a.metrics, MissingItemTTL: missingItemTTL(cfg.MissingItemTTL)})
+		Lifecycle: a.metrics, MissingItemTTL: missingItemTTL(cfg.MissingItemTTL), Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}

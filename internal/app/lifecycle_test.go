@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,17 +160,24 @@ func TestOrderLifecycle(t *testing.T) {
 
 // TestOrderExpiry: an order unpaid past its deadline is cancelled by the
 // app's sweeper, or by a payment that comes first (409 order_expired either
-// way), and its unit sells again.
+// way), and its unit sells again. The deadlines pass on a clock the test
+// moves (an hour's payment timeout, the clock an hour and a minute ahead,
+// then back), not in real time: with a short real timeout the orders of
+// the second chance could expire too before the third buyer came.
 func TestOrderExpiry(t *testing.T) {
 	t.Parallel()
 	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
-		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.PaymentTimeout = 300 * time.Millisecond })
+		clock := &movedClock{}
+		_, c := apptest.Start(t, b, func(cfg *app.Config) {
+			cfg.PaymentTimeout = time.Hour
+			cfg.Now = clock.Now
+		})
 		for _, strategy := range []string{"lua", "lock"} {
 			t.Run(strategy, func(t *testing.T) {
 				it := c.CreateItem(t, 2, strategy)
 				late := buy(t, c, it.ID, "late-payer")
 				idle := buy(t, c, it.ID, "never-pays")
-				time.Sleep(time.Until(*late.ExpiresAt)) // not an assertion: the deadline passes
+				clock.Set(time.Hour + time.Minute) // both deadlines pass
 				r, _ := c.SettleOrder(late.ID, "pay", map[string]string{"user_id": "late-payer"}, nil)
 				if r.Status != http.StatusConflict || r.ErrorCode() != "order_expired" {
 					t.Errorf("pay after the deadline: got %d %s, want 409 order_expired", r.Status, r.Body)
@@ -177,17 +185,20 @@ func TestOrderExpiry(t *testing.T) {
 				if r, _ := c.SettleOrder(late.ID, "cancel", map[string]string{"user_id": "late-payer"}, nil); r.Status != http.StatusOK {
 					t.Errorf("cancel an expired order: got %d %s, want 200", r.Status, r.Body)
 				}
-				// Nobody touches the other order: the sweeper expires it.
-				deadline := time.Now().Add(5 * time.Second)
+				// Nobody touches the other order: the sweeper (every
+				// second) expires it. Not a latency bound: a generous
+				// wait for the event.
+				deadline := time.Now().Add(30 * time.Second)
 				for orderStatus(t, c, idle.ID) != "cancelled" {
 					if time.Now().After(deadline) {
-						t.Fatal("the sweeper did not expire an unpaid order within 5s")
+						t.Fatal("the sweeper did not expire an unpaid order within 30s")
 					}
 					time.Sleep(50 * time.Millisecond)
 				}
 				if got := c.AdminItem(t, it.ID); got.Sold != 0 {
 					t.Errorf("sold after both expired: got %d, want 0", got.Sold)
 				}
+				clock.Set(0) // the new orders are an hour from their deadline
 				buy(t, c, it.ID, "second-chance-1")
 				buy(t, c, it.ID, "second-chance-2")
 				if r, _ := c.PlaceOrder(it.ID, "third", ""); r.ErrorCode() != "sold_out" {
@@ -196,6 +207,25 @@ func TestOrderExpiry(t *testing.T) {
 			})
 		}
 	})
+}
+
+// movedClock is the real clock moved by what Set says.
+type movedClock struct {
+	mu    sync.Mutex
+	ahead time.Duration
+}
+
+func (c *movedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.ahead)
+}
+
+// Set puts the clock d ahead of the real one.
+func (c *movedClock) Set(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ahead = d
 }
 
 // TestOrderLifecycleJWT: in JWT mode the token names the user, the body may

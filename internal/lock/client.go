@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +32,12 @@ type ClientOptions struct {
 	// Observer receives latency, attempt, wait, hold, refresh-failure and
 	// lost-lease events. Default: none.
 	Observer Observer
+	// CallTimeout bounds each acquire call of Obtain: past it the call
+	// counts as unanswered (undone in the background) and Obtain fails,
+	// even while go-redis would still retry it, so a stalled Redis costs
+	// a caller about this long, not the client's timeout times its
+	// retries. Default 0: the client's own timeouts and retries only.
+	CallTimeout time.Duration
 }
 
 // Client obtains locks. It is safe for concurrent use. Waiters of one Client
@@ -38,6 +46,10 @@ type Client struct {
 	rdb RedisClient
 	obs Observer
 	hub *wakeHub
+	// callTimeout is ClientOptions.CallTimeout.
+	callTimeout time.Duration
+	// undoing counts the undos of unanswered acquire calls still running.
+	undoing sync.WaitGroup
 }
 
 // New returns a Client using rdb. opts may be nil.
@@ -46,13 +58,19 @@ func New(rdb RedisClient, opts *ClientOptions) *Client {
 	if opts != nil && opts.Observer != nil {
 		c.obs = opts.Observer
 	}
+	if opts != nil && opts.CallTimeout > 0 {
+		c.callTimeout = opts.CallTimeout
+	}
 	return c
 }
 
-// Close closes the Client's pub/sub connection (not rdb). Locks stay valid;
-// Obtain calls made after Close wait with backoff only.
+// Close closes the Client's pub/sub connection (not rdb), once the undos of
+// unanswered acquire calls have run (a second at most each). Locks stay
+// valid; Obtain calls made after Close wait with backoff only.
 func (c *Client) Close() error {
-	return c.hub.close()
+	err := c.hub.close()
+	c.undoing.Wait()
+	return err
 }
 
 // Obtain tries to obtain the lock key for ttl (at least 1ms; Redis stores it
@@ -200,11 +218,16 @@ func (a *attempt) try(ev *ObtainEvent) (*Lock, int64, error) {
 	for seeds := 0; ; seeds++ {
 		ev.Attempts++
 		sent := time.Now()
-		res, err := obtainScript.Run(a.ctx, a.c.rdb,
+		ctx, cancel := a.ctx, context.CancelFunc(func() {})
+		if a.c.callTimeout > 0 {
+			ctx, cancel = context.WithTimeout(a.ctx, a.c.callTimeout)
+		}
+		res, err := obtainScript.Run(ctx, a.c.rdb,
 			[]string{k.lock, k.fence, k.queue, k.deadline},
 			a.token, a.id, pxMillis(a.ttl), flag(a.s.Reentrant), flag(a.s.Fair), a.queueForMs,
 			flag(a.s.FenceFloor != nil),
 		).Int64Slice()
+		cancel()
 		if err != nil {
 			return nil, 0, a.abandon(err)
 		}
@@ -249,21 +272,44 @@ func (a *attempt) seed() error {
 // abandon handles a failed acquire call. If the script may have run (the
 // error is not a reply from Redis, e.g. a cut connection or an ended ctx), it
 // undoes the acquisition or queue entry best-effort, so nothing is left held
-// under a token nobody will release.
+// under a token nobody will release. The undo is done before Obtain returns,
+// unless the call timed out: then Redis is likely stalled, the undo would
+// cost the caller another timeout, and it runs in the background instead
+// (Close waits for it). It names this attempt's id, so it frees nothing a
+// later attempt obtained.
 func (a *attempt) abandon(err error) error {
 	var replyErr redis.Error
 	if !errors.As(err, &replyErr) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), time.Second)
-		defer cancel()
-		k := a.keys
-		_ = releaseScript.Run(ctx, a.c.rdb,
-			[]string{k.lock, k.fence, k.released, k.queue, k.deadline},
-			a.token, a.id, 0, k.channel).Err()
-		if a.s.Fair {
-			a.leaveWith(ctx)
+		if !timedOut(err) {
+			a.undo()
+		} else {
+			a.c.undoing.Add(1)
+			go func() {
+				defer a.c.undoing.Done()
+				a.undo()
+			}()
 		}
 	}
 	return errors.Join(ErrNotObtained, err)
+}
+
+func (a *attempt) undo() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), time.Second)
+	defer cancel()
+	k := a.keys
+	_ = releaseScript.Run(ctx, a.c.rdb,
+		[]string{k.lock, k.fence, k.released, k.queue, k.deadline},
+		a.token, a.id, 0, k.channel).Err()
+	if a.s.Fair {
+		a.leaveWith(ctx)
+	}
+}
+
+// timedOut reports whether err is a call's time running out (the client's
+// read timeout, or CallTimeout), not a failure Redis answered at once.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 func (a *attempt) leave() {

@@ -55,25 +55,43 @@ type lane struct {
 	// then its calls fail at once instead of each paying those retries.
 	downUntil atomic.Int64
 	// sent holds, per loop, when its pipeline in flight was sent (Unix
-	// nanoseconds; 0: none). One older than Options.Wait means the node
-	// stopped answering: its calls fail at once until it answers again,
-	// instead of each waiting Wait.
+	// nanoseconds; 0: none).
 	sent []atomic.Int64
+	// answered is when a pipeline of the lane last got its answer (Unix
+	// nanoseconds), a script's error included; failed, when one last
+	// failed without an answer (go-redis's own retries included).
+	answered, failed atomic.Int64
 }
 
-// down reports whether ln's node failed or stopped answering just now. On
-// one Redis it never is: there are no other nodes' calls to keep apart,
-// and a Redis that is back must answer at once.
+// down reports whether ln's node failed or is silent just now: then, on a
+// Redis Cluster, its calls fail at once instead of each waiting Wait. On
+// one Redis a call is never refused at once (there are no other nodes'
+// calls to keep apart, and a Redis that is back must answer at once): a
+// queued call of a silent node fails at its deadline instead (see left).
 func (b *Pipeline) down(ln *lane) bool {
 	if b.cluster == nil {
 		return false
 	}
 	now := time.Now().UnixNano()
-	if now < ln.downUntil.Load() {
-		return true
-	}
-	if b.wait <= 0 {
+	return now < ln.downUntil.Load() || b.silent(ln, now, false)
+}
+
+// silent reports whether ln's node stopped answering: a pipeline of its
+// lane has been in flight longer than Options.Wait, and no pipeline of the
+// lane got its answer within Wait. A node that keeps answering, even
+// slowly (an overloaded Redis), is not silent, and its queued calls keep
+// their place; a stalled one (connections open, no bytes) is. With sticky,
+// a pipeline that failed without an answer since the last answer counts
+// too: the node stays silent for its queued calls between the stalled
+// pipelines' end and the next ones passing Wait. Not for refusing calls
+// at once: a lane that sends nothing would never hear an answer again.
+func (b *Pipeline) silent(ln *lane, now int64, sticky bool) bool {
+	answered := ln.answered.Load()
+	if b.wait <= 0 || now-answered <= int64(b.wait) {
 		return false
+	}
+	if sticky && ln.failed.Load() > answered {
+		return true
 	}
 	for i := range ln.sent {
 		if t := ln.sent[i].Load(); t != 0 && now-t > int64(b.wait) {
@@ -131,11 +149,12 @@ type PipelineOptions struct {
 	// Wait bounds how long a call waits for its answer once sent: past it
 	// the call fails with stock.ErrUnavailable (settled as when its
 	// context ends), so a node that stopped answering costs its callers
-	// this long at most, whatever the client's retries. Time in the queue
-	// is not counted (a busy node is not a dead one; the caller's context
-	// bounds it), unless the node is known silent: a pipeline of its lane
-	// has waited longer than Wait. Default 0: only the caller's context
-	// bounds a call.
+	// this long at most, whatever the client's retries. A call still
+	// queued at Wait fails too when its node is silent (a pipeline of its
+	// lane in flight longer than Wait, and no answer from the node within
+	// Wait: a stall); behind a node that keeps answering, even slowly, it
+	// keeps its place (a busy node is not a dead one; the caller's context
+	// bounds it). Default 0: only the caller's context bounds a call.
 	Wait time.Duration
 }
 
@@ -223,17 +242,26 @@ wait:
 	return c.err
 }
 
-// left is how much longer c may wait: Wait from its sending, or, while it
-// is queued, another Wait unless its node is known silent.
+// left is how much longer c may wait: Wait from its sending; while it is
+// queued, nothing once its node is silent, else until a pipeline in flight
+// would pass Wait (when the node may turn out silent), Wait at most.
 func (b *Pipeline) left(ln *lane, c *call) time.Duration {
-	sent := c.sent.Load()
-	if sent == 0 {
-		if b.down(ln) {
-			return 0
-		}
-		return b.wait
+	if sent := c.sent.Load(); sent != 0 {
+		return time.Until(time.Unix(0, sent).Add(b.wait))
 	}
-	return time.Until(time.Unix(0, sent).Add(b.wait))
+	now := time.Now().UnixNano()
+	if b.silent(ln, now, true) || now < ln.downUntil.Load() {
+		return 0
+	}
+	next := b.wait
+	for i := range ln.sent {
+		if t := ln.sent[i].Load(); t != 0 {
+			next = min(next, time.Duration(t+int64(b.wait)-now))
+		}
+	}
+	// A pipeline just past Wait, with an answer of the node since: look
+	// again a little later rather than spin.
+	return max(next, b.wait/16, time.Millisecond)
 }
 
 var errShuttingDown = fmt.Errorf("redis: shutting down: %w", stock.ErrUnavailable)
@@ -345,6 +373,11 @@ func (b *Pipeline) send(ln *lane, sent *atomic.Int64, batch []*call) {
 		// moments instead of at the next periodic reload.
 		sent.Store(now)
 		_, err := pipe.Exec(ctx)
+		if err == nil || isRedisError(err) {
+			ln.answered.Store(time.Now().UnixNano()) // before sent is cleared: never silent in between
+		} else {
+			ln.failed.Store(time.Now().UnixNano())
+		}
 		sent.Store(0)
 		if err != nil && !isRedisError(err) && b.cluster != nil {
 			ln.downUntil.Store(time.Now().Add(laneRest).UnixNano())

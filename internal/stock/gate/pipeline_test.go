@@ -146,9 +146,12 @@ func TestPipelineSilentMasterHoldsOnlyItsOwnCalls(t *testing.T) {
 
 // A busy node is not a dead one: calls that wait in the queue behind
 // slow pipelines longer than Options.Wait, each answered within Wait once
-// sent, all succeed (an overloaded Redis answers late, not 503).
+// sent, all succeed (an overloaded Redis answers late, not 503): the node
+// answers every 60 ms, so it is never silent. The wait is a second, not
+// less: only a test process starved that long could take an answer for
+// silence.
 func TestPipelineWaitCountsFromSending(t *testing.T) {
-	const wait, busy, calls = 300 * time.Millisecond, 60 * time.Millisecond, 12
+	const wait, busy, calls = time.Second, 60 * time.Millisecond, 24
 	url := testenv.PrivateRedis(t)
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -180,5 +183,55 @@ while true do t = redis.call('TIME'); if t[1] * 1000000 + t[2] - start >= tonumb
 	}
 	if took := time.Since(start); took < wait {
 		t.Fatalf("the calls took %v in all, under the wait %v: the test proves nothing", took, wait)
+	}
+}
+
+// One Redis stalls (a proxy holds every byte: connections open, nothing
+// answered). The call in flight fails with stock.ErrUnavailable at Wait,
+// and so does the call queued behind it, while the stall lasts: its node
+// is silent, so it does not wait for a turn that only the stall's end
+// would give it. Nothing races the clock: the client's read timeout is a
+// minute and the stall lasts until both calls have returned, so only the
+// silent-node rule can end the queued call.
+func TestPipelineQueuedCallFailsBehindStalledRedis(t *testing.T) {
+	const wait = 100 * time.Millisecond
+	opt, err := redis.ParseURL(testenv.PrivateRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, opt.Addr)
+	opt.Addr, opt.ReadTimeout, opt.MaxRetries = proxy.Addr(), time.Minute, -1
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	p := NewPipeline(rdb, &PipelineOptions{Senders: 1, MaxCalls: 1, Wait: wait})
+	defer p.Close()
+	ctx := context.Background()
+	set := func(key string) error {
+		return p.Do(ctx, func(ctx context.Context, pp redis.Pipeliner) { pp.Set(ctx, key, "v", 0) }, nil)
+	}
+	if err := set("stall-warm"); err != nil {
+		t.Fatalf("before the stall: %v", err)
+	}
+	proxy.Stall()
+	defer proxy.Heal() // after both calls returned (defers run last first)
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { first <- set("stall-first") }()
+	ln, err := p.lane(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ln.sent[0].Load() == 0 { // the event: the first call is in flight
+		time.Sleep(time.Millisecond)
+	}
+	go func() { second <- set("stall-second") }()
+	for name, ch := range map[string]chan error{"the call in flight": first, "the call queued behind it": second} {
+		select {
+		case err := <-ch:
+			if !errors.Is(err, stock.ErrUnavailable) {
+				t.Errorf("%s, Redis stalled: %v, want stock.ErrUnavailable", name, err)
+			}
+		case <-time.After(30 * time.Second): // a safety net, not a bound: the stall lasts for ever
+			t.Fatalf("%s, Redis stalled: still waiting after 30 s", name)
+		}
 	}
 }

@@ -85,6 +85,11 @@ type Config struct {
 	// unknown here at most that long. Default DefaultMissingItemTTL (1s);
 	// negative: off, every unknown id is read.
 	MissingItemTTL time.Duration
+	// Now is the clock that judges payment deadlines: a payment or a
+	// cancellation, and the sweeper's expiry. Default time.Now. Tests set
+	// one they move, so a deadline passes without waiting for it (a short
+	// real payment timeout races a busy machine).
+	Now func() time.Time
 }
 
 // OrderObserver receives order outcomes. It must be fast and safe for
@@ -97,6 +102,9 @@ type OrderObserver interface {
 func (c *Config) withDefaults() {
 	if c.MissingItemTTL == 0 {
 		c.MissingItemTTL = DefaultMissingItemTTL
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.DefaultStrategy == "" {
 		c.DefaultStrategy = DefaultStrategy

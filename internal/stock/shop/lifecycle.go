@@ -118,7 +118,7 @@ func (s *Service) settleOrder(ctx context.Context, id, userID string, act orderA
 		default:
 			return nil, fmt.Errorf("order %s has unknown status %q", id, o.Status)
 		}
-		now := store.Now()
+		now := s.now()
 		expire := o.Due(now)
 		var won bool
 		switch {
@@ -291,6 +291,9 @@ func eachOrder(refs []store.OrderRef, fn func(store.OrderRef) error) error {
 	return nil
 }
 
+// now is Config.Now at the precision DATETIME(6) keeps (as store.Now).
+func (s *Service) now() time.Time { return s.cfg.Now().UTC().Truncate(time.Microsecond) }
+
 // startSweeper runs ExpireDue and ReturnStock every SweepInterval until
 // Close.
 func (s *Service) startSweeper() {
@@ -323,8 +326,10 @@ func (s *Service) startSweeper() {
 func (s *Service) sweep(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
+	// Deadlines go by Config.Now; the grace periods of unfinished work
+	// (returns, moves) by the real clock.
+	_, err1 := s.ExpireDue(ctx, s.cfg.Now())
 	now := time.Now()
-	_, err1 := s.ExpireDue(ctx, now)
 	_, err2 := s.ReturnStock(ctx, now.Add(-returnGrace))
 	_, err3 := s.FinishMoves(ctx, now.Add(-moveGrace))
 	return errors.Join(err1, err2, err3)

@@ -58,8 +58,11 @@ type heldLock struct {
 var _ buyer = (*lockBuyer)(nil)
 var _ writeGuard = (*lockBuyer)(nil)
 
-func newLockBuyer(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, ttl, wait time.Duration, log *slog.Logger, obs lock.Observer) *lockBuyer {
-	s := &lockBuyer{log: log, locker: lock.New(rdb, &lock.ClientOptions{Observer: obs}), keys: keys, ttl: ttl, wait: wait}
+// redisWait bounds each acquire call (Config.RedisWait): a stalled Redis
+// fails a lock order as soon as a gate call would.
+func newLockBuyer(st *store.Store, rdb redis.UniversalClient, keys gate.Keys, ttl, wait, redisWait time.Duration, log *slog.Logger, obs lock.Observer) *lockBuyer {
+	locker := lock.New(rdb, &lock.ClientOptions{Observer: obs, CallTimeout: redisWait})
+	s := &lockBuyer{log: log, locker: locker, keys: keys, ttl: ttl, wait: wait}
 	s.writer = newOrderWriter(st, s)
 	return s
 }

@@ -72,7 +72,7 @@ func NewService(st *store.Store, rdb redis.UniversalClient, cfg Config) (*Servic
 	s.lua.returned = s.restocked
 	s.lua.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
 	s.lua.orphanAfter = orphanWindow(cfg.RequestTimeout)
-	s.locked = newLockBuyer(st, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.Logger, cfg.LockObserver)
+	s.locked = newLockBuyer(st, rdb, keys, cfg.LockTTL, cfg.LockWait, cfg.RedisWait, cfg.Logger, cfg.LockObserver)
 	s.locked.writer.bound(cfg.WriteTimeout, cfg.RequestTimeout)
 	s.strategies = map[stock.StrategyName]Strategy{}
 	for _, st := range []Strategy{luaStrategy{s, s.lua}, lockStrategy{s, s.locked}, luaAsyncStrategy{s}} {
