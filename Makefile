@@ -1,18 +1,26 @@
 # Developer entry points. CI runs .ci/run, which starts the services and
 # then runs `make lint test fuzz FUZZTIME=3000x`: the two cannot drift.
-.PHONY: run test drill lint bench loadtest fuzz
+.PHONY: run test suite drill lint bench loadtest fuzz
 
 run:
 	go run ./cmd/seckill
 
-# The README's test command.
+# The README's test command: the deterministic suite, then the drills,
+# each with its time.
 test:
+	@start=$$(date +%s); rc=0; $(MAKE) --no-print-directory suite || rc=$$?; \
+	  echo "== suite took $$(( $$(date +%s) - start )) s (target: 180 s)"; exit $$rc
+	@start=$$(date +%s); rc=0; $(MAKE) --no-print-directory drill || rc=$$?; \
+	  echo "== drills took $$(( $$(date +%s) - start )) s"; exit $$rc
+
+# The deterministic tests: no test depends on the machine's speed.
+suite:
 	go test -race -count=1 ./...
 
 # The drills: fault tests that bound a latency (a stalled Redis or database
 # answers 503 within its timeout), behind the drill build tag so the
-# parallel suite never runs them. One package at a time (-p 1), on an
-# otherwise idle machine: CI runs them after `make test`.
+# parallel suite never runs them. One package at a time (-p 1), after the
+# suite, on an otherwise idle machine.
 drill:
 	go test -race -count=1 -p 1 -tags drill -run Drill ./...
 

@@ -23,7 +23,7 @@ import (
 )
 
 // The stall drills bound a latency, so they are not part of the parallel
-// suite: `make drill` runs them one package at a time, after `make test`.
+// suite: `make drill` runs them one package at a time, after the suite (`make test` runs both).
 // A backend stalls (connections held open, no bytes, no RST) while
 // buyers order, view items and use a waiting room; every answer must come
 // within the outage's own bound, at the default timeouts:
