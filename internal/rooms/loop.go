@@ -290,7 +290,7 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		// expired ones' count and admits nobody.
 		maxLive := 0
 		if !r.Paused {
-			maxLive = int(math.Min(math.Floor(s.cfg.PassFactor*float64(v.Remaining)), math.MaxInt32))
+			maxLive = passCap(s.cfg.PassFactor, v.Remaining)
 		}
 		a, err := e.room.Admit(ctx, now, mark, r.AdmitPerSecond, maxLive)
 		if err != nil && !errors.Is(err, room.ErrSoldOut) && !errors.Is(err, room.ErrStaleMark) {
@@ -310,6 +310,16 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	}
 	s.obs.RoomWaiting(e.id, st.Waiting)
 	return nil
+}
+
+// passCap is the most unused passes for remaining units at factor f:
+// rounded up, so every factor the config accepts (0.1 to 100) offers the
+// last unit too (floor(0.5 × 1) would be 0, and the unit never sold).
+func passCap(f float64, remaining int64) int {
+	if remaining <= 0 {
+		return 0
+	}
+	return int(math.Min(math.Max(1, math.Ceil(f*float64(remaining))), math.MaxInt32))
 }
 
 // admitted records one Admit call's effect: metrics, and the stats the
