@@ -84,6 +84,9 @@ const (
 	StateExpired  State = "expired"  // admitted, but the pass went unused
 	StateUsed     State = "used"     // its pass bought (Consume)
 	StateSoldOut  State = "sold_out" // the item sold out before this ticket bought
+	// StateEnded: the sale ended (ends_at) before this ticket bought. The
+	// rooms package tells it from the item; Redis never stores it.
+	StateEnded State = "ended"
 )
 
 // Status is a ticket's state and place.

@@ -106,17 +106,36 @@ func (s *Service) ticket(v *stock.ItemView, st room.Status, now time.Time) *Tick
 		exp := st.PassExpiry.UTC()
 		t.PassExpiresAt = &exp
 	}
-	if !st.Drawn || st.State != room.StateWaiting {
+	if saleEnded(v, now) {
+		endTicket(t)
+	}
+	if !st.Drawn || t.State != room.StateWaiting {
 		t.Position, t.Ahead, t.ETASeconds = 0, 0, -1
 	}
 	t.PollAfterMS = pollAfter(t, now)
 	return t
 }
 
+// saleEnded: item v's sale window closed at or before now.
+func saleEnded(v *stock.ItemView, now time.Time) bool {
+	return v.EndsAt != nil && !now.Before(*v.EndsAt)
+}
+
+// endTicket makes t read ended once the sale is over: a waiter will never
+// be admitted, and a pass can only get sale_ended, so it is not shown.
+// Used and expired keep their state (what happened to the pass).
+func endTicket(t *Ticket) {
+	switch t.State {
+	case room.StateWaiting, room.StateAdmitted, room.StateSoldOut:
+		t.State, t.Pass, t.PassExpiresAt = room.StateEnded, "", nil
+	}
+}
+
 // pollAfter is the advice for the next poll (ROOM-API.md).
 func pollAfter(t *Ticket, now time.Time) int64 {
 	switch {
-	case t.State == room.StateUsed, t.State == room.StateExpired, t.State == room.StateSoldOut:
+	case t.State == room.StateUsed, t.State == room.StateExpired, t.State == room.StateSoldOut,
+		t.State == room.StateEnded:
 		return 0
 	case t.State == room.StateWaiting && t.OpensAt != nil && t.OpensAt.Sub(now) > time.Minute:
 		return 5000

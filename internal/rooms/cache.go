@@ -80,6 +80,8 @@ func (s *Service) cachedStatus(e *entry, v *stock.ItemView, number int64, t stri
 	tk := &Ticket{Ticket: t, Number: number, State: room.StateWaiting, Drawn: serve > 0, ETASeconds: -1,
 		Remaining: v.Remaining, OpensAt: v.StartsAt}
 	switch {
+	case saleEnded(v, now):
+		tk.State = room.StateEnded
 	case st.Closed:
 		tk.State = room.StateSoldOut
 	case serve > 0:

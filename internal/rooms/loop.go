@@ -34,6 +34,8 @@ type entry struct {
 	ticks    int64
 	lastWarn time.Time
 	cancel   context.CancelFunc
+	// idle: the sale ended, the loop ticks at idlePace (pace).
+	idle atomic.Bool
 	// rank is the draw's serve number of each pre-queue ticket, computed
 	// from the seed of commitment rankFor (cache.go).
 	rank    []uint32
@@ -137,7 +139,7 @@ func (s *Service) startLoop(e *entry) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(s.cfg.Tick)
+		t := time.NewTimer(s.cfg.Tick)
 		defer t.Stop()
 		for {
 			tctx, done := context.WithTimeout(ctx, 3*s.cfg.RedisTimeout)
@@ -145,6 +147,7 @@ func (s *Service) startLoop(e *entry) {
 				e.warn(s, err)
 			}
 			done()
+			t.Reset(s.pace(e))
 			select {
 			case <-ctx.Done():
 				return
@@ -152,6 +155,28 @@ func (s *Service) startLoop(e *entry) {
 			}
 		}
 	}()
+}
+
+// idlePace is how often the loop of a room whose sale ended ticks: it
+// admits nobody, and only watches for a changed ends_at (an admin
+// extending the sale). Ten times a second for every such room cost every
+// instance load for nothing (the redteam's 32 idle rooms).
+const idlePace = 5 * time.Second
+
+// pace is how long e's loop waits before its next tick: Tick, idlePace
+// once the sale ended, and never past starts_at, so the room opens on
+// time (a tick late, joins up to a tick after starts_at were drawn).
+func (s *Service) pace(e *entry) time.Duration {
+	d := s.cfg.Tick
+	if e.idle.Load() {
+		d = idlePace
+	}
+	if v := e.view.Load(); v != nil && v.StartsAt != nil {
+		if u := v.StartsAt.Sub(s.cfg.Now()); u > 0 && u < d {
+			d = u
+		}
+	}
+	return d
 }
 
 func (e *entry) warn(s *Service, err error) {
@@ -240,11 +265,10 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.shop.FreshItemView(ctx, e.id)
-	if err != nil {
-		return err
+	v, verr := s.shop.FreshItemView(ctx, e.id)
+	if verr == nil {
+		e.view.Store(v)
 	}
-	e.view.Store(v)
 	readAt := s.cfg.Now()
 	st, err := e.room.Stats(ctx)
 	if errors.Is(err, room.ErrNoRoom) {
@@ -255,8 +279,17 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		return err
 	}
 	now := s.cfg.Now()
-	opened := v.StartsAt == nil || !now.Before(*v.StartsAt)
-	ended := v.EndsAt != nil && !now.Before(*v.EndsAt)
+	// The opening needs no stock figure, only starts_at: the last view
+	// read (or the shop's cached one) knows it, so a database outage at
+	// starts_at does not hold the pre-queue open (joins after starts_at
+	// are never drawn).
+	known := e.view.Load()
+	if known == nil {
+		if known, err = s.shop.ItemView(ctx, e.id); err != nil {
+			return errors.Join(verr, err)
+		}
+	}
+	opened := known.StartsAt == nil || !now.Before(*known.StartsAt)
 	if opened && st.Phase != "open" {
 		seed, err := r.seed()
 		if err != nil {
@@ -272,6 +305,12 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 			return err
 		}
 	}
+	if verr != nil {
+		// No fresh stock figure: no admission round (its cap needs one).
+		return verr
+	}
+	ended := v.EndsAt != nil && !now.Before(*v.EndsAt)
+	e.idle.Store(ended)
 	soldOut := v.Remaining <= 0
 	switch {
 	case soldOut && !st.Closed:

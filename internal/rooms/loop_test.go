@@ -128,3 +128,66 @@ func TestPassFactorBelowOneSellsTheLastUnit(t *testing.T) {
 		}
 	}
 }
+
+// Redteam #3: the loop read the stock before it opened the room, so a
+// database outage at starts_at kept the pre-queue open and later joins
+// were drawn with the early ones. The opening needs no stock figure: it
+// happens at starts_at from the item's opening the loop already knows.
+func TestOpeningDoesNotWaitForTheDatabase(t *testing.T) {
+	b := testenv.Real(t)
+	opens := time.Now().Add(time.Second)
+	g := newLoopRig(t, b, true, 10, 5, &opens, Config{})
+	g.join(t, "early")
+	if err := g.tick(t); err != nil {
+		t.Fatalf("tick before the opening: %v", err)
+	}
+	g.shop.set(func(_ *stock.ItemView, down *bool) { *down = true })
+	g.advance(2 * time.Second)
+	_ = g.tick(t) // the stock read fails; the opening must not
+	st, err := g.e.room.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != "open" || st.PreQueue != 1 {
+		t.Fatalf("after starts_at with the database down: phase %q, pre-queue %d; want open with 1 ticket", st.Phase, st.PreQueue)
+	}
+	late := g.join(t, "late")
+	if late.Number <= st.PreQueue {
+		t.Errorf("a join after starts_at is ticket %d, in the pre-queue of %d: it must queue after it", late.Number, st.PreQueue)
+	}
+}
+
+// Redteam #6: after ends_at waiters read "waiting, eta 1 s" for ever and
+// an admitted ticket kept a pass that can only get sale_ended. Now every
+// ticket reads a final ended, the public phase says so, and the loop slows
+// to its idle pace.
+func TestAfterTheEndEveryTicketReadsEnded(t *testing.T) {
+	b := testenv.Real(t)
+	g := newLoopRig(t, b, false, 1, 5, nil, Config{})
+	ends := g.now().Add(5 * time.Second)
+	g.shop.set(func(v *stock.ItemView, _ *bool) { v.EndsAt = &ends })
+	first, second := g.join(t, "first"), g.join(t, "second")
+	if err := g.tick(t); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.status(t, first); st.State != room.StateAdmitted {
+		t.Fatalf("before the end the first ticket reads %s, want admitted", st.State)
+	}
+	g.advance(6 * time.Second)
+	if err := g.tick(t); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range []*Ticket{first, second} {
+		st := g.status(t, tk)
+		if st.State != room.StateEnded || st.PollAfterMS != 0 || st.Pass != "" || st.ETASeconds != -1 {
+			t.Errorf("ticket %d after the end: state %s, poll_after_ms %d, pass %q, eta %d; want ended, 0, none, -1",
+				tk.Number, st.State, st.PollAfterMS, st.Pass, st.ETASeconds)
+		}
+	}
+	if p := g.s.Public(g.e.id, nil); p == nil || p.Phase != "ended" {
+		t.Errorf("public phase after the end: %+v, want ended", p)
+	}
+	if d := g.s.pace(g.e); d <= g.s.cfg.Tick {
+		t.Errorf("an ended room's loop ticks every %v, want slower than %v", d, g.s.cfg.Tick)
+	}
+}

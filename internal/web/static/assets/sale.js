@@ -227,6 +227,7 @@
       used: "Your pass was used: your order was placed.",
       expired: "Your turn has passed: your pass expired unused.",
       sold_out: "Sold out: every unit has been bought.",
+      ended: "The sale has ended: nobody else will be let in.",
     };
     // A live region: written only when it changes, so a screen reader
     // says each news once, not at every poll.
