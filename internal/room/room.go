@@ -2,6 +2,7 @@ package room
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -56,7 +57,10 @@ const MinPassTTL = time.Second
 // Setup creates the room, before its sale opens, with the commitment of
 // its draw's seed (Seed.Commitment) and the lifetime of a pass. Setting up
 // again with the same commitment does nothing (every instance may call
-// it); with another it is ErrRoomExists.
+// it); with another it is ErrRoomExists. Each set-up that creates the
+// room draws a new random epoch (Stats.Epoch): a room set up again after
+// Redis lost it has the same commitment but another epoch, so what names
+// a ticket of the lost line (a ticket string) can tell.
 func (r *Room) Setup(ctx context.Context, commitment string, passTTL time.Duration) error {
 	if b, err := hex.DecodeString(commitment); err != nil || len(b) != 32 || commitment != hex.EncodeToString(b) {
 		return fmt.Errorf("%w: a commitment is 64 lowercase hex digits", ErrInvalid)
@@ -64,7 +68,9 @@ func (r *Room) Setup(ctx context.Context, commitment string, passTTL time.Durati
 	if passTTL < MinPassTTL {
 		return fmt.Errorf("%w: pass ttl %v below %v", ErrInvalid, passTTL, MinPassTTL)
 	}
-	res, err := setupScript.Run(ctx, r.rdb, []string{r.k.meta}, commitment, passTTL.Milliseconds()).Text()
+	var epoch [8]byte
+	_, _ = rand.Read(epoch[:]) // never fails (crypto/rand)
+	res, err := setupScript.Run(ctx, r.rdb, []string{r.k.meta}, commitment, passTTL.Milliseconds(), hex.EncodeToString(epoch[:])).Text()
 	if err != nil {
 		return unavailable(err)
 	}
@@ -87,6 +93,9 @@ const (
 	// StateEnded: the sale ended (ends_at) before this ticket bought. The
 	// rooms package tells it from the item; Redis never stores it.
 	StateEnded State = "ended"
+	// StateHeld: sold out, but a unit may still come back (an unpaid order
+	// can be cancelled or expire): not final. Told by the rooms package.
+	StateHeld State = "held"
 )
 
 // Status is a ticket's state and place.

@@ -42,6 +42,16 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 			return nil, roomErr(err)
 		}
 	}
+	if e.epoch() == (epoch{}) {
+		// Before the loop's first read: learn the set-up's epoch now, so
+		// the ticket's polls can be answered from the cache.
+		rctx, cancel := s.redisCtx(ctx)
+		st, err := e.room.Stats(rctx)
+		cancel()
+		if err == nil {
+			e.setEpoch(st.Epoch)
+		}
+	}
 	st, now, err := e.joins.join(ctx, user) // bounded by RedisTimeout
 
 	if errors.Is(err, room.ErrNoRoom) {
@@ -51,7 +61,7 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 		return nil, joinErr(err)
 	}
 	e.noteJoin(st.Ticket, now, v.StartsAt)
-	return s.ticket(v, st, now), nil
+	return s.ticket(e, v, st, now), nil
 }
 
 // Status is the status of the ticket string t in item v's room: not found
@@ -65,7 +75,7 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 // the join's is never told its ticket does not exist. Only a ticket signed
 // with the room key costs a reload: a forged one is refused first.
 func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Ticket, error) {
-	number, user, ok := s.tix.open(v.ID, t)
+	number, ep, user, ok := s.tix.open(v.ID, t)
 	if !ok {
 		return nil, stock.ErrNotFound
 	}
@@ -77,7 +87,7 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 		}
 	}
 	now := s.cfg.Now()
-	if tk, ok := s.cachedStatus(e, v, number, t, now); ok {
+	if tk, ok := s.cachedStatus(e, v, number, ep, t, now); ok {
 		return tk, nil
 	}
 	rctx, cancel := s.redisCtx(ctx)
@@ -93,19 +103,25 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 		// The number is someone else's now: t is of a line that is gone.
 		return nil, stock.ErrNotFound
 	}
-	return s.ticket(v, st, now), nil
+	tk := s.ticket(e, v, st, now)
+	tk.Ticket = t // the holder's string, whichever epoch it names
+	return tk, nil
 }
 
 // ticket is the API's view of st; the pass is in it (st.Pass), which only
-// the holder of the signed ticket string ever asks for.
-func (s *Service) ticket(v *stock.ItemView, st room.Status, now time.Time) *Ticket {
-	t := &Ticket{Ticket: s.tix.sign(v.ID, st.Ticket, st.User), Number: st.Ticket, State: st.State, Drawn: st.Drawn,
+// the holder of the signed ticket string ever asks for. The string names
+// the room's epoch as the loop last read it: right after the room was set
+// up again the loop may not have read the new one yet, and that string's
+// polls ask Redis (which checks its owner) instead of the cache.
+func (s *Service) ticket(e *entry, v *stock.ItemView, st room.Status, now time.Time) *Ticket {
+	t := &Ticket{Ticket: s.tix.sign(v.ID, st.Ticket, e.epoch(), st.User), Number: st.Ticket, State: st.State, Drawn: st.Drawn,
 		Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Remaining: v.Remaining,
 		Pass: st.Pass, OpensAt: v.StartsAt}
 	if st.State == room.StateAdmitted {
 		exp := st.PassExpiry.UTC()
 		t.PassExpiresAt = &exp
 	}
+	soldOutFor(e, t)
 	if saleEnded(v, now) {
 		endTicket(t)
 	}
@@ -126,7 +142,7 @@ func saleEnded(v *stock.ItemView, now time.Time) bool {
 // Used and expired keep their state (what happened to the pass).
 func endTicket(t *Ticket) {
 	switch t.State {
-	case room.StateWaiting, room.StateAdmitted, room.StateSoldOut:
+	case room.StateWaiting, room.StateAdmitted, room.StateSoldOut, room.StateHeld:
 		t.State, t.Pass, t.PassExpiresAt = room.StateEnded, "", nil
 	}
 }
@@ -137,6 +153,8 @@ func pollAfter(t *Ticket, now time.Time) int64 {
 	case t.State == room.StateUsed, t.State == room.StateExpired, t.State == room.StateSoldOut,
 		t.State == room.StateEnded:
 		return 0
+	case t.State == room.StateHeld:
+		return 5000 // a unit may come back: not often
 	case t.State == room.StateWaiting && t.OpensAt != nil && t.OpensAt.Sub(now) > time.Minute:
 		return 5000
 	case t.State == room.StateWaiting && t.Position > 1000:

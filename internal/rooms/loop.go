@@ -34,8 +34,14 @@ type entry struct {
 	ticks    int64
 	lastWarn time.Time
 	cancel   context.CancelFunc
+	// ep is the epoch of the room's set-up in Redis, as last read.
+	ep atomic.Pointer[epoch]
 	// idle: the sale ended, the loop ticks at idlePace (pace).
 	idle atomic.Bool
+	// held: closed (sold out) while a unit may still come back (held.go);
+	// closedAt and heldAt are the loop's alone.
+	held             atomic.Bool
+	closedAt, heldAt time.Time
 	// rank is the draw's serve number of each pre-queue ticket, computed
 	// from the seed of commitment rankFor (cache.go).
 	rank    []uint32
@@ -163,11 +169,15 @@ func (s *Service) startLoop(e *entry) {
 // instance load for nothing (the redteam's 32 idle rooms).
 const idlePace = 5 * time.Second
 
-// pace is how long e's loop waits before its next tick: Tick, idlePace
-// once the sale ended, and never past starts_at, so the room opens on
+// pace is how long e's loop waits before its next tick: Tick, Reload once
+// sold out for good (held.go), idlePace once the sale ended, and never
+// past starts_at, so the room opens on
 // time (a tick late, joins up to a tick after starts_at were drawn).
 func (s *Service) pace(e *entry) time.Duration {
 	d := s.cfg.Tick
+	if st := e.stats.Load(); st != nil && st.Closed && !e.held.Load() {
+		d = s.cfg.Reload // sold out for good: only a restock changes it
+	}
 	if e.idle.Load() {
 		d = idlePace
 	}
@@ -278,6 +288,7 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	if err != nil {
 		return err
 	}
+	e.setEpoch(st.Epoch)
 	now := s.cfg.Now()
 	// The opening needs no stock figure, only starts_at: the last view
 	// read (or the shop's cached one) knows it, so a database outage at
@@ -324,6 +335,7 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		}
 		st.Closed = false
 	}
+	s.noteClosed(ctx, e, st.Closed, now)
 	if opened && !st.Closed && !ended {
 		// Paused: Admit with no room for a pass still hands on the
 		// expired ones' count and admits nobody.

@@ -2,6 +2,8 @@ package rooms
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -189,5 +191,95 @@ func TestAfterTheEndEveryTicketReadsEnded(t *testing.T) {
 	}
 	if d := g.s.pace(g.e); d <= g.s.cfg.Tick {
 		t.Errorf("an ended room's loop ticks every %v, want slower than %v", d, g.s.cfg.Tick)
+	}
+}
+
+// Redteam #1: after Redis lost the room (or it was turned off and on), the
+// cached status answered an old line's ticket string from the new line's
+// counters: alice's string of ticket 1 read bob's place. The string is
+// bound to the room's set-up (its epoch): an old line's string is never
+// answered from the cache, and Redis, which gives its number to another
+// user, makes it 404.
+func TestOldLineTicketIsNotShownAnotherUsersPlace(t *testing.T) {
+	b := testenv.Real(t)
+	opens := time.Now().Add(time.Hour)
+	g := newLoopRig(t, b, false, 10, 5, &opens, Config{})
+	if err := g.tick(t); err != nil {
+		t.Fatal(err)
+	}
+	alice := g.join(t, "alice")
+	if st := g.status(t, alice); st.State != room.StateWaiting || st.Position != 1 {
+		t.Fatalf("alice before the loss: %s position %d, want waiting 1", st.State, st.Position)
+	}
+	if err := g.e.room.Delete(context.Background()); err != nil { // Redis lost the room
+		t.Fatal(err)
+	}
+	_ = g.tick(t) // finds no room
+	if err := g.tick(t); err != nil {
+		t.Fatalf("tick setting the room up again: %v", err)
+	}
+	bob := g.join(t, "bob")
+	g.join(t, "carol")
+	if bob.Number != alice.Number {
+		t.Fatalf("bob has ticket %d, alice had %d: the test needs the new line to reuse her number", bob.Number, alice.Number)
+	}
+	if err := g.tick(t); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		got, err := g.s.Status(context.Background(), g.view(), alice.Ticket)
+		if !errors.Is(err, stock.ErrNotFound) {
+			t.Fatalf("alice's string of the lost line: %+v, %v; want not found (ticket %d is bob's now)", got, err, alice.Number)
+		}
+	}
+	if st := g.status(t, bob); st.State != room.StateWaiting || st.Position != 1 {
+		t.Errorf("bob: %s position %d, want waiting 1", st.State, st.Position)
+	}
+}
+
+// Redteam #4: sold_out was told as final (poll_after_ms 0) while a unit
+// could still come back (an unpaid order's cancel or expiry), and the room
+// then resumed the same line for pages that had stopped polling. Now a
+// waiter reads held, polling slowly, while an unpaid order of the item
+// exists, and the final sold_out only once none does.
+func TestSoldOutIsFinalOnlyWhenNoUnitCanComeBack(t *testing.T) {
+	b := testenv.Real(t)
+	g := newLoopRig(t, b, false, 10, 0, nil, Config{})
+	db := b.DB(t)
+	now := time.Now().UTC()
+	order := map[string]any{"id": "00000000-0000-4000-8000-" + fmt.Sprintf("%012d", g.e.id), "item_id": g.e.id,
+		"user_id": "payer", "status": stock.StatusCreated, "created_at": now, "updated_at": now}
+	if err := db.Table("orders").Create(order).Error; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec("DELETE FROM orders WHERE item_id = ?", g.e.id) })
+	w := g.join(t, "waiter")
+	for range 2 {
+		if err := g.tick(t); err != nil {
+			t.Fatal(err)
+		}
+		g.advance(2 * time.Second)
+	}
+	st := g.status(t, w)
+	if st.State != room.StateHeld || st.PollAfterMS <= 0 {
+		t.Fatalf("sold out with an unpaid order: %s poll_after_ms %d, want held and polling", st.State, st.PollAfterMS)
+	}
+	if err := db.Exec("UPDATE orders SET status = ? WHERE item_id = ?", stock.StatusPaid, g.e.id).Error; err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := g.tick(t); err != nil {
+			t.Fatal(err)
+		}
+		g.advance(2 * time.Second)
+	}
+	if err := g.tick(t); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.status(t, w); st.State != room.StateSoldOut || st.PollAfterMS != 0 {
+		t.Errorf("sold out, every order paid: %s poll_after_ms %d, want a final sold_out", st.State, st.PollAfterMS)
+	}
+	if d := g.s.pace(g.e); d <= g.s.cfg.Tick {
+		t.Errorf("a room sold out for good ticks every %v, want slower than %v", d, g.s.cfg.Tick)
 	}
 }
