@@ -128,6 +128,7 @@ func (s *Service) ticket(e *entry, v *stock.ItemView, st room.Status, now time.T
 	if !st.Drawn || t.State != room.StateWaiting {
 		t.Position, t.Ahead, t.ETASeconds = 0, 0, -1
 	}
+	s.capETA(e, t)
 	t.PollAfterMS = pollAfter(t, now)
 	return t
 }

@@ -113,6 +113,7 @@ func (s *Service) cachedStatus(e *entry, v *stock.ItemView, number int64, ep epo
 			tk.ETASeconds = (tk.Position + st.Rate - 1) / st.Rate
 		}
 	}
+	s.capETA(e, tk)
 	tk.PollAfterMS = pollAfter(tk, now)
 	return tk, true
 }

@@ -74,3 +74,18 @@ func soldOutFor(e *entry, t *Ticket) {
 		t.State = room.StateHeld
 	}
 }
+
+// capETA makes a waiting ticket's ETA honest about the pass cap: the rate
+// admits position p in about p/R seconds only if p is within the slots
+// free now (the cap on unused passes, from the remaining stock, less the
+// live passes). Past them a ticket waits for passes ahead to be spent
+// (fewer units, fewer slots) or to expire: not known (-1).
+func (s *Service) capETA(e *entry, t *Ticket) {
+	st := e.stats.Load()
+	if t.State != room.StateWaiting || t.Position <= 0 || st == nil {
+		return
+	}
+	if free := int64(passCap(s.cfg.PassFactor, t.Remaining)) - st.Live; t.Position > free {
+		t.ETASeconds = -1
+	}
+}

@@ -169,8 +169,11 @@ func TestAfterTheEndEveryTicketReadsEnded(t *testing.T) {
 	ends := g.now().Add(5 * time.Second)
 	g.shop.set(func(v *stock.ItemView, _ *bool) { v.EndsAt = &ends })
 	first, second := g.join(t, "first"), g.join(t, "second")
-	if err := g.tick(t); err != nil {
-		t.Fatal(err)
+	for range 2 { // the second reads the rate the first set
+		if err := g.tick(t); err != nil {
+			t.Fatal(err)
+		}
+		g.advance(100 * time.Millisecond)
 	}
 	if st := g.status(t, first); st.State != room.StateAdmitted {
 		t.Fatalf("before the end the first ticket reads %s, want admitted", st.State)
@@ -281,5 +284,28 @@ func TestSoldOutIsFinalOnlyWhenNoUnitCanComeBack(t *testing.T) {
 	}
 	if d := g.s.pace(g.e); d <= g.s.cfg.Tick {
 		t.Errorf("a room sold out for good ticks every %v, want slower than %v", d, g.s.cfg.Tick)
+	}
+}
+
+// ETA ignored the pass cap: a waiter behind the live passes of the last
+// units was told "about 1 s" although nobody is admitted before a pass
+// ahead is spent or expires. Past the free slots, the ETA is not known.
+func TestETAKnowsThePassCap(t *testing.T) {
+	b := testenv.Real(t)
+	g := newLoopRig(t, b, false, 100, 1, nil, Config{})
+	first, second := g.join(t, "first"), g.join(t, "second")
+	for range 2 { // the second reads the rate the first set
+		if err := g.tick(t); err != nil {
+			t.Fatal(err)
+		}
+		g.advance(100 * time.Millisecond)
+	}
+	if st := g.status(t, first); st.State != room.StateAdmitted {
+		t.Fatalf("first: %s, want admitted", st.State)
+	}
+	st := g.status(t, second)
+	if st.State != room.StateWaiting || st.Position != 1 || st.ETASeconds != -1 {
+		t.Errorf("second, behind the only unit's live pass: %s position %d eta %d; want waiting 1 with eta -1 (not known)",
+			st.State, st.Position, st.ETASeconds)
 	}
 }
