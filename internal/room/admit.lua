@@ -15,6 +15,8 @@
 --     be gone. A mark ahead of this node's clock (taken on another node)
 --     counts from this node's now;
 --   * at most per_call in one call, so one script never blocks Redis long;
+--   * nobody before hold_ms (HoldAdmission: a room set up again after a
+--     Redis loss, while the passes issued before it may still be live);
 --   * nobody while paused, and at most the rate cap a second (SetControl),
 --     whatever the caller knows of them;
 --   * at most rate admissions per second of the callers' clock. The trick:
@@ -36,7 +38,7 @@ local grace_ms = tonumber(ARGV[5])
 local lead_ms = tonumber(ARGV[6]) or 0
 local mark_ms = tonumber(ARGV[7])
 
-local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms')
+local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms', 'hold_ms')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
@@ -51,6 +53,7 @@ redis.call('HSET', meta, 'rate', rate)
 if phase ~= 'open' then return {'notopen', expired, 0, {}} end
 if m[2] == '1' then return {'sold_out', expired, 0, {}} end
 if m[9] == '1' then return {'ok', expired, 0, {}} end -- paused (SetControl)
+if m[12] and now_ms < tonumber(m[12]) then return {'ok', expired, 0, {}} end -- HoldAdmission
 if mark_ms < node_ms - grace_ms then return {'stale', expired, 0, {}} end
 if mark_ms > node_ms then mark_ms = node_ms end
 

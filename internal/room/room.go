@@ -62,20 +62,51 @@ const MinPassTTL = time.Second
 // Redis lost it has the same commitment but another epoch, so what names
 // a ticket of the lost line (a ticket string) can tell.
 func (r *Room) Setup(ctx context.Context, commitment string, passTTL time.Duration) error {
+	_, err := r.SetupCreated(ctx, commitment, passTTL)
+	return err
+}
+
+// SetupCreated is Setup, and reports whether this call created the room
+// (false: it was there already with this commitment).
+func (r *Room) SetupCreated(ctx context.Context, commitment string, passTTL time.Duration) (bool, error) {
 	if b, err := hex.DecodeString(commitment); err != nil || len(b) != 32 || commitment != hex.EncodeToString(b) {
-		return fmt.Errorf("%w: a commitment is 64 lowercase hex digits", ErrInvalid)
+		return false, fmt.Errorf("%w: a commitment is 64 lowercase hex digits", ErrInvalid)
 	}
 	if passTTL < MinPassTTL {
-		return fmt.Errorf("%w: pass ttl %v below %v", ErrInvalid, passTTL, MinPassTTL)
+		return false, fmt.Errorf("%w: pass ttl %v below %v", ErrInvalid, passTTL, MinPassTTL)
 	}
 	var epoch [8]byte
 	_, _ = rand.Read(epoch[:]) // never fails (crypto/rand)
 	res, err := setupScript.Run(ctx, r.rdb, []string{r.k.meta}, commitment, passTTL.Milliseconds(), hex.EncodeToString(epoch[:])).Text()
 	if err != nil {
-		return unavailable(err)
+		return false, unavailable(err)
 	}
 	if res == "conflict" {
-		return ErrRoomExists
+		return false, ErrRoomExists
+	}
+	return res == "ok", nil
+}
+
+// holdScript sets the room's admission hold (admit.lua admits nobody
+// before it), never shortening one already set.
+var holdScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local cur = tonumber(redis.call('HGET', KEYS[1], 'hold_ms') or '0')
+if tonumber(ARGV[1]) > cur then redis.call('HSET', KEYS[1], 'hold_ms', ARGV[1]) end
+return 1`)
+
+// HoldAdmission makes Admit admit nobody before until (by the callers'
+// clock, as Admit's now). A room set up again after Redis lost it uses it:
+// the passes issued before the loss still verify (they are signed, and
+// the line is the same) but the new room does not count them, so it waits
+// until they have all expired before it issues more.
+func (r *Room) HoldAdmission(ctx context.Context, until time.Time) error {
+	n, err := holdScript.Run(ctx, r.rdb, []string{r.k.meta}, until.UnixMilli()).Int()
+	if err != nil {
+		return unavailable(err)
+	}
+	if n == 0 {
+		return ErrNoRoom
 	}
 	return nil
 }

@@ -210,7 +210,7 @@ func (e *entry) warn(s *Service, err error) {
 // (nobody is admitted before starts_at: the loop does not call Admit).
 func (s *Service) setup(ctx context.Context, e *entry) error {
 	r := e.set.Load()
-	err := e.room.Setup(ctx, r.Commitment, r.passTTL())
+	created, err := e.room.SetupCreated(ctx, r.Commitment, r.passTTL())
 	if errors.Is(err, room.ErrRoomExists) {
 		cur, lerr := loadRow(ctx, s.db, e.id)
 		if lerr != nil {
@@ -226,6 +226,11 @@ func (s *Service) setup(ctx context.Context, e *entry) error {
 	}
 	if err != nil {
 		return err
+	}
+	if created {
+		if err := s.holdRebuilt(ctx, e, r); err != nil {
+			return err
+		}
 	}
 	if err := e.room.SetPassTTL(ctx, r.passTTL()); err != nil {
 		return err
@@ -246,6 +251,39 @@ func (s *Service) setup(ctx context.Context, e *entry) error {
 		e.ready.Store(true)
 	}
 	return nil
+}
+
+// rebuiltAfter is how old a room's row must be for a room this instance
+// creates in Redis to count as rebuilt (Redis lost it), not new: a room
+// just turned on is set up by every instance within a reload or two.
+const rebuiltAfter = 10 * time.Second
+
+// holdRebuilt holds the admission of a room just created in Redis for a
+// line that may have issued passes already (redteam #7): its row is older
+// than rebuiltAfter and its sale has opened, so Redis lost the room. The
+// passes issued before the loss still verify (same line), and the new
+// room's count of live passes is empty: admitting at once would issue a
+// second set for the same units. Every old pass has expired one pass TTL
+// from now; the rebuilt room admits nobody until then (a keyed order
+// still buys with an old pass meanwhile).
+func (s *Service) holdRebuilt(ctx context.Context, e *entry, r *row) error {
+	now := s.cfg.Now()
+	if now.Sub(r.CreatedAt) < rebuiltAfter {
+		return nil
+	}
+	v := e.view.Load()
+	if v == nil {
+		var err error
+		if v, err = s.shop.ItemView(ctx, e.id); err != nil {
+			return err
+		}
+	}
+	if v.StartsAt != nil && now.Before(*v.StartsAt) {
+		return nil // not opened: no pass was issued
+	}
+	s.log.Warn("waiting room: set up again in redis after a loss; admitting nobody until the passes issued before it expire",
+		"item", e.id, "until", now.Add(r.passTTL()))
+	return e.room.HoldAdmission(ctx, now.Add(r.passTTL()))
 }
 
 // tick is one round of e's loop: set up if needed, Open at starts_at,

@@ -309,3 +309,51 @@ func TestETAKnowsThePassCap(t *testing.T) {
 			st.State, st.Position, st.ETASeconds)
 	}
 }
+
+// Redteam #7: after Redis lost an open room, the rebuilt room's count of
+// live passes was empty while the passes issued before the loss still
+// verified: it issued a second set for the same units. A rebuilt room of a
+// line that has opened admits nobody until the old passes have expired.
+func TestRebuiltRoomWaitsForTheOldPasses(t *testing.T) {
+	b := testenv.Real(t)
+	g := newLoopRig(t, b, false, 100, 1, nil, Config{})
+	if err := g.tick(t); err != nil { // set up while the row is new
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour).UTC() // and later, the row has aged
+	if err := b.DB(t).Model(&row{}).Where("item_id = ?", g.e.id).Update("created_at", old).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := g.s.reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := g.join(t, "first")
+	if err := g.tick(t); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.status(t, first); st.State != room.StateAdmitted {
+		t.Fatalf("first: %s, want admitted", st.State)
+	}
+	if err := g.e.room.Delete(context.Background()); err != nil { // Redis lost the room
+		t.Fatal(err)
+	}
+	_ = g.tick(t)
+	second := g.join(t, "second") // sets the room up again
+	passTTL := time.Duration(g.e.set.Load().PassTTLSeconds) * time.Second
+	for range 3 {
+		g.advance(passTTL / 4)
+		if err := g.tick(t); err != nil {
+			t.Fatal(err)
+		}
+		if st := g.status(t, second); st.State != room.StateWaiting {
+			t.Fatalf("second, within a pass TTL of the rebuild (first's pass still verifies): %s, want waiting", st.State)
+		}
+	}
+	g.advance(passTTL/4 + time.Second)
+	if err := g.tick(t); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.status(t, second); st.State != room.StateAdmitted {
+		t.Errorf("second, once the old passes expired: %s, want admitted", st.State)
+	}
+}
