@@ -29,7 +29,7 @@
 --     the later of the caller's clock and the last admission's time, so
 --     passes expire, and read as admitted, in the line's order whatever
 --     the callers' clocks say (adm_ms).
-local meta, live, draw, spent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta, live, draw, spent, seen_cur, seen_prev = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now_ms = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local max_unused = tonumber(ARGV[3])
@@ -37,8 +37,10 @@ local per_call = tonumber(ARGV[4])
 local grace_ms = tonumber(ARGV[5])
 local lead_ms = tonumber(ARGV[6]) or 0
 local mark_ms = tonumber(ARGV[7])
+local seen_ms = tonumber(ARGV[8]) or 0
+local skip_cap = tonumber(ARGV[9]) or 0
 
-local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms', 'hold_ms')
+local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms', 'hold_ms', 'seen_since')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
@@ -77,20 +79,30 @@ local function u32(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
--- Serve numbers head+1..head+n: the pre-queue's tickets from the draw,
--- then each ticket is its own serve number.
-local drawn = ''
-local last_pre = math.min(head + n, pre)
-if head < last_pre then drawn = redis.call('GETRANGE', draw, 4 * head, 4 * last_pre - 1) end
+-- Serve numbers from head+1: the pre-queue's tickets from the draw, then
+-- each ticket is its own serve number. A waiting ticket seen in neither
+-- seen window is passed over (it reads expired: seen.go), once the seen
+-- bitmaps have been kept two windows.
+local since = tonumber(m[13])
+local skipping = seen_ms > 0 and since ~= nil and now_ms - since >= 2 * seen_ms
 local adm_ms = math.max(now_ms, tonumber(m[11]) or 0)
 local expiry = adm_ms + ttl
-local admitted = {}
-for serve = head + 1, head + n do
+local admitted, skipped = {}, 0
+local serve = head
+while #admitted < n and serve < seq do
+  serve = serve + 1
   local ticket = serve
-  if serve <= pre then ticket = u32(drawn, 4 * (serve - head - 1) + 1) end
-  redis.call('ZADD', live, expiry, ticket)
-  admitted[#admitted + 1] = ticket
+  if serve <= pre then ticket = u32(redis.call('GETRANGE', draw, 4 * (serve - 1), 4 * serve - 1), 1) end
+  if skipping and skipped < skip_cap and redis.call('GETBIT', seen_cur, ticket) == 0 and redis.call('GETBIT', seen_prev, ticket) == 0 then
+    skipped = skipped + 1
+  else
+    redis.call('ZADD', live, expiry, ticket)
+    admitted[#admitted + 1] = ticket
+  end
 end
-redis.call('HSET', meta, 'head', head + n, 'win', win, 'win_n', win_n + n, 'adm_ms', adm_ms)
-redis.call('HINCRBY', meta, 'admitted', n)
-return {'ok', expired, expiry, admitted}
+local k = #admitted
+redis.call('HSET', meta, 'head', serve, 'win', win, 'win_n', win_n + k, 'adm_ms', adm_ms)
+if k > 0 then redis.call('HINCRBY', meta, 'admitted', k) end
+if skipped > 0 then redis.call('HINCRBY', meta, 'skipped', skipped) end
+if k == 0 then return {'ok', expired, 0, {}, skipped} end
+return {'ok', expired, expiry, admitted, skipped}

@@ -55,12 +55,13 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 	st, now, err := e.joins.join(ctx, user) // bounded by RedisTimeout
 
 	if errors.Is(err, room.ErrNoRoom) {
-		e.ready.Store(false)
+		e.lost()
 	}
 	if err != nil {
 		return nil, joinErr(err)
 	}
 	e.noteJoin(st.Ticket, now, v.StartsAt)
+	e.markSeen(st.Ticket)
 	return s.ticket(e, v, st, now), nil
 }
 
@@ -88,13 +89,14 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 	}
 	now := s.cfg.Now()
 	if tk, ok := s.cachedStatus(e, v, number, ep, t, now); ok {
+		e.markSeen(number) // a live page: Admit does not pass it over (room.MarkSeen)
 		return tk, nil
 	}
 	rctx, cancel := s.redisCtx(ctx)
 	defer cancel()
 	st, err := e.room.Status(rctx, number, now)
 	if errors.Is(err, room.ErrNoRoom) {
-		e.ready.Store(false)
+		e.lost()
 	}
 	if err != nil {
 		return nil, roomErr(err)
@@ -103,6 +105,7 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 		// The number is someone else's now: t is of a line that is gone.
 		return nil, stock.ErrNotFound
 	}
+	e.markSeen(number)
 	tk := s.ticket(e, v, st, now)
 	tk.Ticket = t // the holder's string, whichever epoch it names
 	return tk, nil

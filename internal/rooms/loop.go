@@ -34,6 +34,13 @@ type entry struct {
 	ticks    int64
 	lastWarn time.Time
 	cancel   context.CancelFunc
+	// lostLine is the commitment of the line this loop saw in Redis and
+	// then found gone (a Redis loss, or the room turned off elsewhere).
+	lostLine atomic.Pointer[string]
+	// seen: tickets polled or joined here since the loop's last flush
+	// (room.MarkSeen), under seenMu; at most maxSeen.
+	seenMu sync.Mutex
+	seen   map[int64]struct{}
 	// ep is the epoch of the room's set-up in Redis, as last read.
 	ep atomic.Pointer[epoch]
 	// idle: the sale ended, the loop ticks at idlePace (pace).
@@ -253,14 +260,26 @@ func (s *Service) setup(ctx context.Context, e *entry) error {
 	return nil
 }
 
+// lost records that Redis has no room for e, which must be set up again;
+// if this loop had seen it there, the line was lost (holdRebuilt).
+func (e *entry) lost() {
+	e.ready.Store(false)
+	if e.stats.Load() != nil {
+		c := e.set.Load().Commitment
+		e.lostLine.Store(&c)
+	}
+}
+
 // rebuiltAfter is how old a room's row must be for a room this instance
 // creates in Redis to count as rebuilt (Redis lost it), not new: a room
 // just turned on is set up by every instance within a reload or two.
 const rebuiltAfter = 10 * time.Second
 
 // holdRebuilt holds the admission of a room just created in Redis for a
-// line that may have issued passes already (redteam #7): its row is older
-// than rebuiltAfter and its sale has opened, so Redis lost the room. The
+// line that may have issued passes already (redteam #7): this loop saw the
+// line in Redis and then found it gone, or its row is older than
+// rebuiltAfter (an instance started since), and its sale has opened: Redis
+// lost the room. The
 // passes issued before the loss still verify (same line), and the new
 // room's count of live passes is empty: admitting at once would issue a
 // second set for the same units. Every old pass has expired one pass TTL
@@ -268,8 +287,8 @@ const rebuiltAfter = 10 * time.Second
 // still buys with an old pass meanwhile).
 func (s *Service) holdRebuilt(ctx context.Context, e *entry, r *row) error {
 	now := s.cfg.Now()
-	if now.Sub(r.CreatedAt) < rebuiltAfter {
-		return nil
+	if l := e.lostLine.Load(); (l == nil || *l != r.Commitment) && now.Sub(r.CreatedAt) < rebuiltAfter {
+		return nil // a new line, as far as this instance knows
 	}
 	v := e.view.Load()
 	if v == nil {
@@ -309,6 +328,9 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	// Admit counts only the passes spent since against it. A cached view
 	// (up to ~250 ms old) would not: a pass spent before the mark but after
 	// that read would free its slot for a unit already sold.
+	if err := s.flushSeen(ctx, e); err != nil {
+		return err
+	}
 	mark, err := e.room.Mark(ctx)
 	if err != nil {
 		return err
@@ -320,7 +342,7 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	readAt := s.cfg.Now()
 	st, err := e.room.Stats(ctx)
 	if errors.Is(err, room.ErrNoRoom) {
-		e.ready.Store(false) // Redis lost it: set it up again next tick
+		e.lost() // Redis lost it: set it up again next tick
 		return err
 	}
 	if err != nil {
@@ -415,7 +437,7 @@ func passCap(f float64, remaining int64) int {
 // loop keeps.
 func (s *Service) admitted(e *entry, st *room.Stats, a room.Admission, v *stock.ItemView, now time.Time) {
 	n := int64(len(a.Tickets))
-	st.Waiting -= n
+	st.Waiting -= n + a.Skipped
 	st.Admitted += n
 	st.Live += n - a.Expired
 	st.Expired += a.Expired

@@ -357,3 +357,40 @@ func TestRebuiltRoomWaitsForTheOldPasses(t *testing.T) {
 		t.Errorf("second, once the old passes expired: %s, want admitted", st.State)
 	}
 }
+
+// Redteam #4, the dead tickets: a returned unit was offered to every ticket
+// ahead in turn, one pass TTL each, though their pages had stopped polling
+// long ago. 50 dead tickets ahead of one live one: the first admission
+// round after the unit comes back admits the live one.
+func TestReturnedUnitReachesALiveWaiterFirst(t *testing.T) {
+	b := testenv.Real(t)
+	g := newLoopRig(t, b, false, 1000, 1, nil, Config{})
+	buyer := g.join(t, "buyer")
+	if err := g.tick(t); err != nil {
+		t.Fatal(err)
+	}
+	if st := g.status(t, buyer); st.State != room.StateAdmitted {
+		t.Fatalf("buyer: %s, want admitted (the only unit's pass)", st.State)
+	}
+	for i := range 50 {
+		g.join(t, fmt.Sprintf("dead-%02d", i)) // joined, then never polled again
+	}
+	if err := g.tick(t); err != nil {
+		t.Fatal(err)
+	}
+	// Long after: the buyer's pass expired unused (its unit is free again),
+	// and a live buyer joins and polls.
+	g.advance(3 * room.SeenWindow)
+	live := g.join(t, "live")
+	g.status(t, live)
+	if err := g.tick(t); err != nil { // the first admission round since
+		t.Fatal(err)
+	}
+	if st := g.status(t, live); st.State != room.StateAdmitted {
+		t.Fatalf("the live waiter after the first round: %s, want admitted (50 dead tickets ahead)", st.State)
+	}
+	dead, err := g.s.Status(context.Background(), g.view(), g.join(t, "dead-00").Ticket)
+	if err != nil || dead.State != room.StateExpired || dead.PollAfterMS != 0 {
+		t.Errorf("a passed-over dead ticket: %+v, %v; want a final expired", dead, err)
+	}
+}
