@@ -51,6 +51,9 @@ type Admission struct {
 	// Expired counts the passes this call found expired unused (their
 	// slots were handed on).
 	Expired int64
+	// Skipped counts the waiting tickets passed over, not seen lately
+	// (MarkSeen); they read expired.
+	Skipped int64
 }
 
 // Admit admits the next tickets in line: at most ratePerSecond a second
@@ -64,7 +67,8 @@ type Admission struct {
 // from one: the state is all in Redis and each call is one script, each
 // caller with its own mark and figure. Nothing is admitted before Open or
 // while closed, and nothing for a mark older than SpentGrace
-// (ErrStaleMark).
+// (ErrStaleMark). Waiting tickets not seen lately (MarkSeen) are passed
+// over, up to maxSkipPerCall a call: they read expired (seen.go).
 func (r *Room) Admit(ctx context.Context, now time.Time, mark Mark, ratePerSecond, maxUnusedPasses int) (Admission, error) {
 	if ratePerSecond <= 0 || maxUnusedPasses < 0 {
 		return Admission{}, fmt.Errorf("%w: rate %d a second and %d unused passes", ErrInvalid, ratePerSecond, maxUnusedPasses)
@@ -72,14 +76,20 @@ func (r *Room) Admit(ctx context.Context, now time.Time, mark Mark, ratePerSecon
 	if mark.at.IsZero() {
 		return Admission{}, fmt.Errorf("%w: no mark (Mark)", ErrInvalid)
 	}
-	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw, r.k.spent}, now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall, SpentGrace.Milliseconds(), r.opt.AdmitLead.Milliseconds(), mark.at.UnixMilli()).Slice()
+	w := seenWindow(now)
+	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw, r.k.spent, r.k.seen(w), r.k.seen(w - 1)},
+		now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall, SpentGrace.Milliseconds(), r.opt.AdmitLead.Milliseconds(),
+		mark.at.UnixMilli(), SeenWindow.Milliseconds(), maxSkipPerCall).Slice()
 	if err != nil {
 		return Admission{}, unavailable(err)
 	}
-	if len(v) != 4 {
+	if len(v) != 4 && len(v) != 5 {
 		return Admission{}, unavailable(fmt.Errorf("unexpected admit reply %v", v))
 	}
 	a := Admission{Expired: v[1].(int64)}
+	if len(v) == 5 {
+		a.Skipped, _ = v[4].(int64)
+	}
 	switch v[0] {
 	case "noroom":
 		return a, ErrNoRoom

@@ -15,6 +15,8 @@
 --     be gone. A mark ahead of this node's clock (taken on another node)
 --     counts from this node's now;
 --   * at most per_call in one call, so one script never blocks Redis long;
+--   * nobody before hold_ms (HoldAdmission: a room set up again after a
+--     Redis loss, while the passes issued before it may still be live);
 --   * nobody while paused, and at most the rate cap a second (SetControl),
 --     whatever the caller knows of them;
 --   * at most rate admissions per second of the callers' clock. The trick:
@@ -27,7 +29,7 @@
 --     the later of the caller's clock and the last admission's time, so
 --     passes expire, and read as admitted, in the line's order whatever
 --     the callers' clocks say (adm_ms).
-local meta, live, draw, spent = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta, live, draw, spent, seen_cur, seen_prev = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now_ms = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local max_unused = tonumber(ARGV[3])
@@ -35,8 +37,10 @@ local per_call = tonumber(ARGV[4])
 local grace_ms = tonumber(ARGV[5])
 local lead_ms = tonumber(ARGV[6]) or 0
 local mark_ms = tonumber(ARGV[7])
+local seen_ms = tonumber(ARGV[8]) or 0
+local skip_cap = tonumber(ARGV[9]) or 0
 
-local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms')
+local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms', 'hold_ms', 'seen_since')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
@@ -51,6 +55,7 @@ redis.call('HSET', meta, 'rate', rate)
 if phase ~= 'open' then return {'notopen', expired, 0, {}} end
 if m[2] == '1' then return {'sold_out', expired, 0, {}} end
 if m[9] == '1' then return {'ok', expired, 0, {}} end -- paused (SetControl)
+if m[12] and now_ms < tonumber(m[12]) then return {'ok', expired, 0, {}} end -- HoldAdmission
 if mark_ms < node_ms - grace_ms then return {'stale', expired, 0, {}} end
 if mark_ms > node_ms then mark_ms = node_ms end
 
@@ -74,20 +79,30 @@ local function u32(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
--- Serve numbers head+1..head+n: the pre-queue's tickets from the draw,
--- then each ticket is its own serve number.
-local drawn = ''
-local last_pre = math.min(head + n, pre)
-if head < last_pre then drawn = redis.call('GETRANGE', draw, 4 * head, 4 * last_pre - 1) end
+-- Serve numbers from head+1: the pre-queue's tickets from the draw, then
+-- each ticket is its own serve number. A waiting ticket seen in neither
+-- seen window is passed over (it reads expired: seen.go), once the seen
+-- bitmaps have been kept two windows.
+local since = tonumber(m[13])
+local skipping = seen_ms > 0 and since ~= nil and now_ms - since >= 2 * seen_ms
 local adm_ms = math.max(now_ms, tonumber(m[11]) or 0)
 local expiry = adm_ms + ttl
-local admitted = {}
-for serve = head + 1, head + n do
+local admitted, skipped = {}, 0
+local serve = head
+while #admitted < n and serve < seq do
+  serve = serve + 1
   local ticket = serve
-  if serve <= pre then ticket = u32(drawn, 4 * (serve - head - 1) + 1) end
-  redis.call('ZADD', live, expiry, ticket)
-  admitted[#admitted + 1] = ticket
+  if serve <= pre then ticket = u32(redis.call('GETRANGE', draw, 4 * (serve - 1), 4 * serve - 1), 1) end
+  if skipping and skipped < skip_cap and redis.call('GETBIT', seen_cur, ticket) == 0 and redis.call('GETBIT', seen_prev, ticket) == 0 then
+    skipped = skipped + 1
+  else
+    redis.call('ZADD', live, expiry, ticket)
+    admitted[#admitted + 1] = ticket
+  end
 end
-redis.call('HSET', meta, 'head', head + n, 'win', win, 'win_n', win_n + n, 'adm_ms', adm_ms)
-redis.call('HINCRBY', meta, 'admitted', n)
-return {'ok', expired, expiry, admitted}
+local k = #admitted
+redis.call('HSET', meta, 'head', serve, 'win', win, 'win_n', win_n + k, 'adm_ms', adm_ms)
+if k > 0 then redis.call('HINCRBY', meta, 'admitted', k) end
+if skipped > 0 then redis.call('HINCRBY', meta, 'skipped', skipped) end
+if k == 0 then return {'ok', expired, 0, {}, skipped} end
+return {'ok', expired, expiry, admitted, skipped}

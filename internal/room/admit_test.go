@@ -338,9 +338,14 @@ func TestStats(t *testing.T) {
 		seed := room.NewSeed()
 		setUp(t, r, seed, time.Second)
 		joinUsers(t, r, 1, 4, t0)
-		if s, err := r.Stats(ctx); err != nil || s != (room.Stats{Phase: "pre", Tickets: 4, Waiting: 4}) {
-			t.Errorf("Stats before the opening = %+v, %v", s, err)
+		first, err := r.Stats(ctx)
+		if err != nil || len(first.Epoch) != 16 {
+			t.Fatalf("Stats before the opening = %+v, %v; want a 16-digit epoch", first, err)
 		}
+		if s := first; s != (room.Stats{Phase: "pre", Tickets: 4, Waiting: 4, Epoch: first.Epoch}) {
+			t.Errorf("Stats before the opening = %+v", s)
+		}
+		setUp(t, r, seed, time.Second) // again: the same set-up, the same epoch
 		if err := r.Open(ctx, seed); err != nil {
 			t.Fatal(err)
 		}
@@ -354,9 +359,17 @@ func TestStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := room.Stats{Phase: "open", Closed: true, Tickets: 6, PreQueue: 4, Waiting: 2,
-			Admitted: 4, Used: 1, Expired: 2, Live: 1, Rate: 3}
+			Admitted: 4, Used: 1, Expired: 2, Live: 1, Rate: 3, Epoch: first.Epoch}
 		if s, err := r.Stats(ctx); err != nil || s != want {
 			t.Errorf("Stats = %+v, %v; want %+v", s, err, want)
+		}
+		// Lost and set up again (same commitment): another epoch.
+		if err := r.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		setUp(t, r, seed, time.Second)
+		if s, err := r.Stats(ctx); err != nil || s.Epoch == first.Epoch || len(s.Epoch) != 16 {
+			t.Errorf("Stats after setting up again = %+v, %v; want an epoch other than %s", s, err, first.Epoch)
 		}
 	})
 }

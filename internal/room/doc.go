@@ -40,8 +40,11 @@
 //	st, _ := r.Join(ctx, userID, now)              // a ticket; again: the same one
 //	res, _ := r.JoinMany(ctx, userIDs, now)        // the same for many, one script call
 //	r.Open(ctx, seed)                              // at starts_at: the draw
+//	r.MarkSeen(ctx, now, polled)                   // every tick: the tickets polled or joined
 //	m, _ := r.Mark(ctx)                            // every ~100 ms, any instance:
-//	r.Admit(ctx, now, m, rate, maxLive)            // maxLive from the stock read after m
+//	r.Admit(ctx, now, m, rate, maxLive)            // maxLive from the stock read after m;
+//	                                               // passes over tickets not seen lately
+//	r.HoldAdmission(ctx, until)                    // rebuilt after a loss: old passes live
 //	st, _ = r.Status(ctx, ticket, now)             // poll: place, ETA, the pass
 //	key.VerifyIn(pass, itemID, line, userID, now) // the order path, no Redis
 //	r.Consume(ctx, ticket, now)                    // after the order was taken

@@ -2,6 +2,7 @@ package room
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -56,20 +57,56 @@ const MinPassTTL = time.Second
 // Setup creates the room, before its sale opens, with the commitment of
 // its draw's seed (Seed.Commitment) and the lifetime of a pass. Setting up
 // again with the same commitment does nothing (every instance may call
-// it); with another it is ErrRoomExists.
+// it); with another it is ErrRoomExists. Each set-up that creates the
+// room draws a new random epoch (Stats.Epoch): a room set up again after
+// Redis lost it has the same commitment but another epoch, so what names
+// a ticket of the lost line (a ticket string) can tell.
 func (r *Room) Setup(ctx context.Context, commitment string, passTTL time.Duration) error {
+	_, err := r.SetupCreated(ctx, commitment, passTTL)
+	return err
+}
+
+// SetupCreated is Setup, and reports whether this call created the room
+// (false: it was there already with this commitment).
+func (r *Room) SetupCreated(ctx context.Context, commitment string, passTTL time.Duration) (bool, error) {
 	if b, err := hex.DecodeString(commitment); err != nil || len(b) != 32 || commitment != hex.EncodeToString(b) {
-		return fmt.Errorf("%w: a commitment is 64 lowercase hex digits", ErrInvalid)
+		return false, fmt.Errorf("%w: a commitment is 64 lowercase hex digits", ErrInvalid)
 	}
 	if passTTL < MinPassTTL {
-		return fmt.Errorf("%w: pass ttl %v below %v", ErrInvalid, passTTL, MinPassTTL)
+		return false, fmt.Errorf("%w: pass ttl %v below %v", ErrInvalid, passTTL, MinPassTTL)
 	}
-	res, err := setupScript.Run(ctx, r.rdb, []string{r.k.meta}, commitment, passTTL.Milliseconds()).Text()
+	var epoch [8]byte
+	_, _ = rand.Read(epoch[:]) // never fails (crypto/rand)
+	res, err := setupScript.Run(ctx, r.rdb, []string{r.k.meta}, commitment, passTTL.Milliseconds(), hex.EncodeToString(epoch[:])).Text()
+	if err != nil {
+		return false, unavailable(err)
+	}
+	if res == "conflict" {
+		return false, ErrRoomExists
+	}
+	return res == "ok", nil
+}
+
+// holdScript sets the room's admission hold (admit.lua admits nobody
+// before it), never shortening one already set.
+var holdScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local cur = tonumber(redis.call('HGET', KEYS[1], 'hold_ms') or '0')
+if tonumber(ARGV[1]) > cur then redis.call('HSET', KEYS[1], 'hold_ms', ARGV[1]) end
+return 1`)
+
+// HoldAdmission makes Admit admit nobody before until (by the callers'
+// clock, as Admit's now). A room set up again after Redis lost it uses it:
+// the passes issued before the loss still verify (they are signed, and
+// the line is the same) but the new room does not count them, so it waits
+// until they have all expired before it issues more.
+func (r *Room) HoldAdmission(ctx context.Context, until time.Time) error {
+	n, err := holdScript.Run(ctx, r.rdb, []string{r.k.meta}, until.UnixMilli()).Int()
 	if err != nil {
 		return unavailable(err)
 	}
-	if res == "conflict" {
-		return ErrRoomExists
+	if n == 0 {
+		return ErrNoRoom
 	}
 	return nil
 }
@@ -84,6 +121,12 @@ const (
 	StateExpired  State = "expired"  // admitted, but the pass went unused
 	StateUsed     State = "used"     // its pass bought (Consume)
 	StateSoldOut  State = "sold_out" // the item sold out before this ticket bought
+	// StateEnded: the sale ended (ends_at) before this ticket bought. The
+	// rooms package tells it from the item; Redis never stores it.
+	StateEnded State = "ended"
+	// StateHeld: sold out, but a unit may still come back (an unpaid order
+	// can be cancelled or expire): not final. Told by the rooms package.
+	StateHeld State = "held"
 )
 
 // Status is a ticket's state and place.

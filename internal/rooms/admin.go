@@ -248,7 +248,8 @@ type AdminView struct {
 }
 
 // settings is e's public settings at now; phase pre before starts_at,
-// closed while sold out (as the loop last saw it), open otherwise.
+// ended after ends_at, closed while sold out (both as the loop last saw
+// the item), open otherwise.
 func (s *Service) settings(e *entry, startsAt *time.Time, now time.Time) Settings {
 	r := e.set.Load()
 	v := Settings{AdmitPerSecond: r.AdmitPerSecond, PassTTLSeconds: r.PassTTLSeconds, Lottery: r.Lottery, Paused: r.Paused, Phase: "open"}
@@ -257,6 +258,8 @@ func (s *Service) settings(e *entry, startsAt *time.Time, now time.Time) Setting
 	}
 	if startsAt != nil && now.Before(*startsAt) {
 		v.Phase = "pre"
+	} else if iv := e.view.Load(); iv != nil && saleEnded(iv, now) {
+		v.Phase = "ended" // the loop's last view of the item: final
 	} else if st := e.stats.Load(); st != nil && st.Closed {
 		v.Phase = "closed"
 	}
@@ -297,7 +300,7 @@ func (s *Service) Admin(ctx context.Context, it *stock.Item) (*AdminView, error)
 	v := &AdminView{Settings: s.settings(e, it.StartsAt, s.cfg.Now()), Closed: st.Closed, Tickets: st.Tickets,
 		Waiting: st.Waiting, Admitted: st.Admitted, Used: st.Used, Expired: st.Expired, Live: st.Live, Rate: st.Rate,
 		AdmittedPerSecond: e.admittedPerSecond()}
-	if st.Closed {
+	if st.Closed && v.Phase != "ended" {
 		v.Phase = "closed"
 	}
 	return v, nil

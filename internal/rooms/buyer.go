@@ -46,15 +46,26 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 			return nil, roomErr(err)
 		}
 	}
+	if e.epoch() == (epoch{}) {
+		// Before the loop's first read: learn the set-up's epoch now, so
+		// the ticket's polls can be answered from the cache.
+		rctx, cancel := s.redisCtx(ctx)
+		st, err := e.room.Stats(rctx)
+		cancel()
+		if err == nil {
+			e.setEpoch(st.Epoch)
+		}
+	}
 	st, now, err := e.joins.join(ctx, user) // bounded by RedisTimeout
 
 	if errors.Is(err, room.ErrNoRoom) {
-		e.ready.Store(false)
+		e.lost()
 	}
 	if err != nil {
 		return nil, joinErr(err)
 	}
 	e.noteJoin(st.Ticket, now, v.StartsAt)
+	e.markSeen(st.Ticket)
 	return s.ticket(e, v, st, now), nil
 }
 
@@ -69,7 +80,7 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 // the join's is never told its ticket does not exist. Only a ticket signed
 // with the room key costs a reload: a forged one is refused first.
 func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Ticket, error) {
-	number, user, ok := s.tix.open(v.ID, t)
+	number, ep, user, ok := s.tix.open(v.ID, t)
 	if !ok {
 		return nil, stock.ErrNotFound
 	}
@@ -81,15 +92,16 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 		}
 	}
 	now := s.cfg.Now()
-	if tk, ok := s.cachedStatus(e, v, number, t, now); ok {
+	if tk, ok := s.cachedStatus(e, v, number, ep, t, now); ok {
 		tk.Commitment = e.line()
+		e.markSeen(number) // a live page: Admit does not pass it over (room.MarkSeen)
 		return tk, nil
 	}
 	rctx, cancel := s.redisCtx(ctx)
 	defer cancel()
 	st, err := e.room.Status(rctx, number, now)
 	if errors.Is(err, room.ErrNoRoom) {
-		e.ready.Store(false)
+		e.lost()
 	}
 	if err != nil {
 		return nil, roomErr(err)
@@ -98,31 +110,60 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 		// The number is someone else's now: t is of a line that is gone.
 		return nil, stock.ErrNotFound
 	}
-	return s.ticket(e, v, st, now), nil
+	e.markSeen(number)
+	tk := s.ticket(e, v, st, now)
+	tk.Ticket = t // the holder's string, whichever epoch it names
+	return tk, nil
 }
 
 // ticket is the API's view of st; the pass is in it (st.Pass), which only
-// the holder of the signed ticket string ever asks for.
+// the holder of the signed ticket string ever asks for. The string names
+// the room's epoch as the loop last read it: right after the room was set
+// up again the loop may not have read the new one yet, and that string's
+// polls ask Redis (which checks its owner) instead of the cache.
 func (s *Service) ticket(e *entry, v *stock.ItemView, st room.Status, now time.Time) *Ticket {
-	t := &Ticket{Ticket: s.tix.sign(v.ID, st.Ticket, st.User), Number: st.Ticket, State: st.State, Drawn: st.Drawn,
+	t := &Ticket{Ticket: s.tix.sign(v.ID, st.Ticket, e.epoch(), st.User), Number: st.Ticket, State: st.State, Drawn: st.Drawn,
 		Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Remaining: v.Remaining,
 		Pass: st.Pass, OpensAt: v.StartsAt, Commitment: e.line()}
 	if st.State == room.StateAdmitted {
 		exp := st.PassExpiry.UTC()
 		t.PassExpiresAt = &exp
 	}
-	if !st.Drawn || st.State != room.StateWaiting {
+	soldOutFor(e, t)
+	if saleEnded(v, now) {
+		endTicket(t)
+	}
+	if !st.Drawn || t.State != room.StateWaiting {
 		t.Position, t.Ahead, t.ETASeconds = 0, 0, -1
 	}
+	s.capETA(e, t)
 	t.PollAfterMS = pollAfter(t, now)
 	return t
+}
+
+// saleEnded: item v's sale window closed at or before now.
+func saleEnded(v *stock.ItemView, now time.Time) bool {
+	return v.EndsAt != nil && !now.Before(*v.EndsAt)
+}
+
+// endTicket makes t read ended once the sale is over: a waiter will never
+// be admitted, and a pass can only get sale_ended, so it is not shown.
+// Used and expired keep their state (what happened to the pass).
+func endTicket(t *Ticket) {
+	switch t.State {
+	case room.StateWaiting, room.StateAdmitted, room.StateSoldOut, room.StateHeld:
+		t.State, t.Pass, t.PassExpiresAt = room.StateEnded, "", nil
+	}
 }
 
 // pollAfter is the advice for the next poll (ROOM-API.md).
 func pollAfter(t *Ticket, now time.Time) int64 {
 	switch {
-	case t.State == room.StateUsed, t.State == room.StateExpired, t.State == room.StateSoldOut:
+	case t.State == room.StateUsed, t.State == room.StateExpired, t.State == room.StateSoldOut,
+		t.State == room.StateEnded:
 		return 0
+	case t.State == room.StateHeld:
+		return 5000 // a unit may come back: not often
 	case t.State == room.StateWaiting && t.OpensAt != nil && t.OpensAt.Sub(now) > time.Minute:
 		return 5000
 	case t.State == room.StateWaiting && t.Position > 1000:

@@ -21,6 +21,22 @@ import (
 // maxStatsAge is how old the loop's counters may be to answer a poll.
 const maxStatsAge = 400 * time.Millisecond
 
+// epoch is the epoch of e's room as last read (the loop, or a join
+// before the loop's first read); zero before.
+func (e *entry) epoch() epoch {
+	if ep := e.ep.Load(); ep != nil {
+		return *ep
+	}
+	return epoch{}
+}
+
+// setEpoch records the epoch of e's room read from Redis.
+func (e *entry) setEpoch(s string) {
+	if ep := epochOf(s); ep != e.epoch() {
+		e.ep.Store(&ep)
+	}
+}
+
 // rankOf is the serve number of pre-queue ticket t (1..pre) in r's draw.
 func (e *entry) rankOf(r *row, pre, t int64) (int64, bool) {
 	e.mu.Lock()
@@ -50,11 +66,16 @@ func (e *entry) rankOf(r *row, pre, t int64) (int64, bool) {
 	return int64(e.rank[t-1]), true
 }
 
-// cachedStatus answers ticket number (signed string t) from the loop's
-// counters when it is waiting; ok false: ask Redis.
-func (s *Service) cachedStatus(e *entry, v *stock.ItemView, number int64, t string, now time.Time) (*Ticket, bool) {
+// cachedStatus answers ticket number (signed string t, joined in the
+// room's set-up ep) from the loop's counters when it is waiting; ok false:
+// ask Redis. A string of another set-up (its line is gone: the room was
+// turned off and on, or Redis lost it) is never answered here: its number
+// may be another user's now, which only Redis knows (Status then says not
+// found).
+func (s *Service) cachedStatus(e *entry, v *stock.ItemView, number int64, ep epoch, t string, now time.Time) (*Ticket, bool) {
 	st := e.stats.Load()
-	if st == nil || !e.ready.Load() || now.Sub(time.Unix(0, e.statsAt.Load())) > maxStatsAge || number > st.Tickets {
+	if st == nil || !e.ready.Load() || now.Sub(time.Unix(0, e.statsAt.Load())) > maxStatsAge || number > st.Tickets ||
+		ep == (epoch{}) || e.epoch() != ep {
 		return nil, false
 	}
 	r := e.set.Load()
@@ -80,8 +101,11 @@ func (s *Service) cachedStatus(e *entry, v *stock.ItemView, number int64, t stri
 	tk := &Ticket{Ticket: t, Number: number, State: room.StateWaiting, Drawn: serve > 0, ETASeconds: -1,
 		Remaining: v.Remaining, OpensAt: v.StartsAt}
 	switch {
+	case saleEnded(v, now):
+		tk.State = room.StateEnded
 	case st.Closed:
 		tk.State = room.StateSoldOut
+		soldOutFor(e, tk)
 	case serve > 0:
 		tk.Position = serve - head
 		tk.Ahead = tk.Position - 1
@@ -89,6 +113,7 @@ func (s *Service) cachedStatus(e *entry, v *stock.ItemView, number int64, t stri
 			tk.ETASeconds = (tk.Position + st.Rate - 1) / st.Rate
 		}
 	}
+	s.capETA(e, tk)
 	tk.PollAfterMS = pollAfter(tk, now)
 	return tk, true
 }

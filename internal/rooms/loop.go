@@ -34,6 +34,21 @@ type entry struct {
 	ticks    int64
 	lastWarn time.Time
 	cancel   context.CancelFunc
+	// lostLine is the commitment of the line this loop saw in Redis and
+	// then found gone (a Redis loss, or the room turned off elsewhere).
+	lostLine atomic.Pointer[string]
+	// seen: tickets polled or joined here since the loop's last flush
+	// (room.MarkSeen), under seenMu; at most maxSeen.
+	seenMu sync.Mutex
+	seen   map[int64]struct{}
+	// ep is the epoch of the room's set-up in Redis, as last read.
+	ep atomic.Pointer[epoch]
+	// idle: the sale ended, the loop ticks at idlePace (pace).
+	idle atomic.Bool
+	// held: closed (sold out) while a unit may still come back (held.go);
+	// closedAt and heldAt are the loop's alone.
+	held             atomic.Bool
+	closedAt, heldAt time.Time
 	// rank is the draw's serve number of each pre-queue ticket, computed
 	// from the seed of commitment rankFor (cache.go).
 	rank    []uint32
@@ -140,7 +155,7 @@ func (s *Service) startLoop(e *entry) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(s.cfg.Tick)
+		t := time.NewTimer(s.cfg.Tick)
 		defer t.Stop()
 		for {
 			tctx, done := context.WithTimeout(ctx, 3*s.cfg.RedisTimeout)
@@ -148,6 +163,7 @@ func (s *Service) startLoop(e *entry) {
 				e.warn(s, err)
 			}
 			done()
+			t.Reset(s.pace(e))
 			select {
 			case <-ctx.Done():
 				return
@@ -155,6 +171,32 @@ func (s *Service) startLoop(e *entry) {
 			}
 		}
 	}()
+}
+
+// idlePace is how often the loop of a room whose sale ended ticks: it
+// admits nobody, and only watches for a changed ends_at (an admin
+// extending the sale). Ten times a second for every such room cost every
+// instance load for nothing (the redteam's 32 idle rooms).
+const idlePace = 5 * time.Second
+
+// pace is how long e's loop waits before its next tick: Tick, Reload once
+// sold out for good (held.go), idlePace once the sale ended, and never
+// past starts_at, so the room opens on
+// time (a tick late, joins up to a tick after starts_at were drawn).
+func (s *Service) pace(e *entry) time.Duration {
+	d := s.cfg.Tick
+	if st := e.stats.Load(); st != nil && st.Closed && !e.held.Load() {
+		d = s.cfg.Reload // sold out for good: only a restock changes it
+	}
+	if e.idle.Load() {
+		d = idlePace
+	}
+	if v := e.view.Load(); v != nil && v.StartsAt != nil {
+		if u := v.StartsAt.Sub(s.cfg.Now()); u > 0 && u < d {
+			d = u
+		}
+	}
+	return d
 }
 
 func (e *entry) warn(s *Service, err error) {
@@ -178,7 +220,7 @@ func (e *entry) warn(s *Service, err error) {
 // (nobody is admitted before starts_at: the loop does not call Admit).
 func (s *Service) setup(ctx context.Context, e *entry) error {
 	r := e.set.Load()
-	err := e.room.Setup(ctx, r.Commitment, r.passTTL())
+	created, err := e.room.SetupCreated(ctx, r.Commitment, r.passTTL())
 	if errors.Is(err, room.ErrRoomExists) {
 		cur, lerr := loadRow(ctx, s.db, e.id)
 		if lerr != nil {
@@ -194,6 +236,11 @@ func (s *Service) setup(ctx context.Context, e *entry) error {
 	}
 	if err != nil {
 		return err
+	}
+	if created {
+		if err := s.holdRebuilt(ctx, e, r); err != nil {
+			return err
+		}
 	}
 	if err := e.room.SetPassTTL(ctx, r.passTTL()); err != nil {
 		return err
@@ -239,27 +286,39 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	// Admit counts only the passes spent since against it. A cached view
 	// (up to ~250 ms old) would not: a pass spent before the mark but after
 	// that read would free its slot for a unit already sold.
+	if err := s.flushSeen(ctx, e); err != nil {
+		return err
+	}
 	mark, err := e.room.Mark(ctx)
 	if err != nil {
 		return err
 	}
-	v, err := s.shop.FreshItemView(ctx, e.id)
-	if err != nil {
-		return err
+	v, verr := s.shop.FreshItemView(ctx, e.id)
+	if verr == nil {
+		e.view.Store(v)
 	}
-	e.view.Store(v)
 	readAt := s.cfg.Now()
 	st, err := e.room.Stats(ctx)
 	if errors.Is(err, room.ErrNoRoom) {
-		e.ready.Store(false) // Redis lost it: set it up again next tick
+		e.lost() // Redis lost it: set it up again next tick
 		return err
 	}
 	if err != nil {
 		return err
 	}
+	e.setEpoch(st.Epoch)
 	now := s.cfg.Now()
-	opened := v.StartsAt == nil || !now.Before(*v.StartsAt)
-	ended := v.EndsAt != nil && !now.Before(*v.EndsAt)
+	// The opening needs no stock figure, only starts_at: the last view
+	// read (or the shop's cached one) knows it, so a database outage at
+	// starts_at does not hold the pre-queue open (joins after starts_at
+	// are never drawn).
+	known := e.view.Load()
+	if known == nil {
+		if known, err = s.shop.ItemView(ctx, e.id); err != nil {
+			return errors.Join(verr, err)
+		}
+	}
+	opened := known.StartsAt == nil || !now.Before(*known.StartsAt)
 	if opened && st.Phase != "open" {
 		seed, err := r.seed()
 		if err != nil {
@@ -278,6 +337,12 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	if st.Phase == "open" {
 		s.recordOpening(ctx, e, r, st.PreQueue, now)
 	}
+	if verr != nil {
+		// No fresh stock figure: no admission round (its cap needs one).
+		return verr
+	}
+	ended := v.EndsAt != nil && !now.Before(*v.EndsAt)
+	e.idle.Store(ended)
 	soldOut := v.Remaining <= 0
 	switch {
 	case soldOut && !st.Closed:
@@ -291,12 +356,13 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		}
 		st.Closed = false
 	}
+	s.noteClosed(ctx, e, st.Closed, now)
 	if opened && !st.Closed && !ended {
 		// Paused: Admit with no room for a pass still hands on the
 		// expired ones' count and admits nobody.
 		maxLive := 0
 		if !r.Paused {
-			maxLive = int(math.Min(math.Floor(s.cfg.PassFactor*float64(v.Remaining)), math.MaxInt32))
+			maxLive = passCap(s.cfg.PassFactor, v.Remaining)
 		}
 		a, err := e.room.Admit(ctx, now, mark, r.AdmitPerSecond, maxLive)
 		if err != nil && !errors.Is(err, room.ErrSoldOut) && !errors.Is(err, room.ErrStaleMark) {
@@ -318,11 +384,21 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	return nil
 }
 
+// passCap is the most unused passes for remaining units at factor f:
+// rounded up, so every factor the config accepts (0.1 to 100) offers the
+// last unit too (floor(0.5 × 1) would be 0, and the unit never sold).
+func passCap(f float64, remaining int64) int {
+	if remaining <= 0 {
+		return 0
+	}
+	return int(math.Min(math.Max(1, math.Ceil(f*float64(remaining))), math.MaxInt32))
+}
+
 // admitted records one Admit call's effect: metrics, and the stats the
 // loop keeps.
 func (s *Service) admitted(e *entry, st *room.Stats, a room.Admission, v *stock.ItemView, now time.Time) {
 	n := int64(len(a.Tickets))
-	st.Waiting -= n
+	st.Waiting -= n + a.Skipped
 	st.Admitted += n
 	st.Live += n - a.Expired
 	st.Expired += a.Expired

@@ -81,7 +81,7 @@ type Config struct {
 	// KeyPrefix starts the rooms' Redis keys (the gate's prefix).
 	KeyPrefix string
 	// PassFactor caps the admitted-and-unused passes at PassFactor times
-	// the remaining stock. Default 1.
+	// the remaining stock, rounded up (passCap). Default 1.
 	PassFactor float64
 	// RedisTimeout bounds each Redis call of a request or a loop tick, so
 	// a stalled Redis answers 503 fast. Default 1 s.

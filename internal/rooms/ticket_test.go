@@ -10,7 +10,11 @@ import (
 func TestTicketSigner(t *testing.T) {
 	s := newTicketSigner([]byte(strings.Repeat("k", 32)))
 	other := newTicketSigner([]byte(strings.Repeat("x", 32)))
-	tk := s.sign(7, 12345, "ann")
+	ep := epochOf("0123456789abcdef")
+	if ep == (epoch{}) {
+		t.Fatal("epochOf did not decode an epoch")
+	}
+	tk := s.sign(7, 12345, ep, "ann")
 	flip := func(i int) string { // another base64url character at i
 		b := []byte(tk)
 		if b[i] == 'A' {
@@ -20,11 +24,11 @@ func TestTicketSigner(t *testing.T) {
 		}
 		return string(b)
 	}
-	if n, u, ok := s.open(7, tk); !ok || n != 12345 || u != "ann" {
-		t.Fatalf("open own ticket: %d %q %v, want 12345 ann true", n, u, ok)
+	if n, e, u, ok := s.open(7, tk); !ok || n != 12345 || u != "ann" || e != ep {
+		t.Fatalf("open own ticket: %d %x %q %v, want 12345 %x ann true", n, e, u, ok, ep)
 	}
-	long := s.sign(7, 1<<62, strings.Repeat("u", 64))
-	if n, u, ok := s.open(7, long); !ok || n != 1<<62 || len(u) != 64 {
+	long := s.sign(7, 1<<62, ep, strings.Repeat("u", 64))
+	if n, _, u, ok := s.open(7, long); !ok || n != 1<<62 || len(u) != 64 {
 		t.Fatalf("open the longest ticket: %d %q %v", n, u, ok)
 	}
 	for name, c := range map[string]struct {
@@ -42,13 +46,14 @@ func TestTicketSigner(t *testing.T) {
 		"empty":         {7, "", s},
 		"not base64":    {7, "!!!!", s},
 		"very long":     {7, strings.Repeat("A", 200), s},
-		"no user":       {7, s.sign(7, 1, ""), s},
+		"no user":       {7, s.sign(7, 1, ep, ""), s},
 	} {
-		if n, _, ok := c.s.open(c.item, c.t); ok {
+		if n, _, _, ok := c.s.open(c.item, c.t); ok {
 			t.Errorf("%s: opened as %d", name, n)
 		}
 	}
-	if s.sign(7, 1, "ann") == s.sign(7, 2, "ann") || s.sign(7, 1, "ann") == s.sign(8, 1, "ann") || s.sign(7, 1, "ann") == s.sign(7, 1, "ben") {
+	if s.sign(7, 1, ep, "ann") == s.sign(7, 2, ep, "ann") || s.sign(7, 1, ep, "ann") == s.sign(8, 1, ep, "ann") ||
+		s.sign(7, 1, ep, "ann") == s.sign(7, 1, ep, "ben") || s.sign(7, 1, ep, "ann") == s.sign(7, 1, epoch{}, "ann") {
 		t.Error("two tickets share a string")
 	}
 }

@@ -383,7 +383,7 @@ func (rr *roomRun) afterAnswer(ctx context.Context, i int32, u *roomUser, v *tic
 			rr.refusalProbes(ctx, i, u)
 		}
 		rr.buy(ctx, i, u)
-	case finalState(v.State):
+	case finalState(v.State), v.State == stateHeld:
 		rr.settle(ctx, u)
 	default:
 		wait := time.Duration(v.PollAfterMS) * time.Millisecond

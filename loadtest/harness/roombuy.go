@@ -68,8 +68,8 @@ func (rr *roomRun) settle(ctx context.Context, u *roomUser) {
 	case u.state == stateUsed:
 		u.problem("the ticket reads used, but its user has no order")
 		rr.stop(u, "used without an order")
-	case u.state == stateSoldOut:
-		rr.stop(u, stateSoldOut)
+	case u.state == stateSoldOut, u.state == stateHeld:
+		rr.stop(u, stateSoldOut) // held: sold out while unpaid orders may return units
 	case u.refusal == fmt.Sprintf("HTTP %d %s", http.StatusConflict, stateSoldOut):
 		// Admitted, then told sold out by the order: the user knows.
 		rr.stop(u, fmt.Sprintf("%s (the order; the ticket reads %s)", stateSoldOut, u.state))

@@ -22,10 +22,18 @@ const (
 	stateExpired  = "expired"
 	stateUsed     = "used"
 	stateSoldOut  = "sold_out"
+	// stateHeld: sold out while a unit may come back (an unpaid order):
+	// not final, the page polls on slowly. The harness counts it as the
+	// sell-out learned and stops the user (its orders are never paid, so
+	// the units stay held until they expire).
+	stateHeld  = "held"
+	stateEnded = "ended"
 )
 
 // finalState reports a state after which the page stops polling.
-func finalState(s string) bool { return s == stateUsed || s == stateExpired || s == stateSoldOut }
+func finalState(s string) bool {
+	return s == stateUsed || s == stateExpired || s == stateSoldOut || s == stateEnded
+}
 
 // ticketView is the answer of a join or a status poll.
 type ticketView struct {

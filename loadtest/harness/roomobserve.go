@@ -9,7 +9,7 @@ func (rr *roomRun) observe(u *roomUser, v *ticketView, c call) {
 		u.problem("ticket %q/%d answered as %q/%d", u.ticket, u.number, v.Ticket, v.Number)
 	}
 	switch v.State {
-	case stateWaiting, stateAdmitted, stateExpired, stateUsed, stateSoldOut:
+	case stateWaiting, stateAdmitted, stateExpired, stateUsed, stateSoldOut, stateHeld, stateEnded:
 	default:
 		u.problem("unknown state %q", v.State)
 	}
@@ -24,7 +24,7 @@ func (rr *roomRun) observe(u *roomUser, v *ticketView, c call) {
 		if c.start.After(u.lastLive) {
 			u.lastLive = c.start
 		}
-	case stateSoldOut:
+	case stateSoldOut, stateHeld:
 		if u.soldOutSeen.IsZero() {
 			u.soldOutSeen = c.end
 			rr.soldOut.Add(1)

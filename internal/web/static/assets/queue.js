@@ -7,7 +7,7 @@
 // docs/DESIGN.md, "Waiting room"):
 //   - after a 200, poll again poll_after_ms later, as the service advises
 //     (1000 while waiting, 2000 far back in line, 5000 long before the
-//     opening). 0 means the state is final (used, expired, sold_out): stop.
+//     opening or while held: sold out, but a unit may come back). 0 means the state is final (used, expired, sold_out, ended): stop.
 //     A missing or malformed poll_after_ms counts as 1000;
 //   - after a 429, wait Retry-After seconds (1 when absent);
 //   - after a 503, another 5xx or a network failure, wait 1 s, then 2, 4,

@@ -176,7 +176,7 @@
     const was = status ? status.state : null;
     status = st;
     if (st.state !== "admitted") expiryPolled = false;
-    if (Number.isInteger(st.remaining)) showRemaining(st.state === "sold_out" ? 0 : st.remaining);
+    if (Number.isInteger(st.remaining)) showRemaining(st.state === "sold_out" || st.state === "held" ? 0 : st.remaining);
     if (st.state === "sold_out" && was !== "sold_out" && result.dataset.outcome !== "created") {
       show("sold_out", refusals.sold_out, "Nobody else will be let in: there is nothing left to buy.");
     }
@@ -227,6 +227,8 @@
       used: "Your pass was used: your order was placed.",
       expired: "Your turn has passed: your pass expired unused.",
       sold_out: "Sold out: every unit has been bought.",
+      held: "Sold out for now: some buyers have not paid yet. Keep this page open: if a unit comes back, the line moves on.",
+      ended: "The sale has ended: nobody else will be let in.",
     };
     // A live region: written only when it changes, so a screen reader
     // says each news once, not at every poll.
