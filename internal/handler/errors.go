@@ -58,6 +58,9 @@ var errorKinds = []struct {
 	msg    string
 }{
 	{stock.ErrInvalid, http.StatusBadRequest, CodeInvalidRequest, ""},
+	// The room's own check of its arguments: the handler validates first,
+	// so this is a backstop, but bad input is a 400 wherever it is caught.
+	{room.ErrInvalid, http.StatusBadRequest, CodeInvalidRequest, ""},
 	{stock.ErrNotFound, http.StatusNotFound, CodeNotFound, "not found"},
 	{stock.ErrSoldOut, http.StatusConflict, CodeSoldOut, "the item is sold out"},
 	{stock.ErrAlreadyPurchased, http.StatusConflict, CodeAlreadyPurchased, "this user has already bought this item"},

@@ -113,7 +113,16 @@ type joinRequest struct {
 // user_id (req may be nil for a route without a body).
 func (h *Handler) roomUser(c *gin.Context, bodyUser *string) (string, error) {
 	if h.cfg.UserJWTSecret != nil {
-		return h.tokenUser(c)
+		user, err := h.tokenUser(c)
+		if err != nil {
+			return "", err
+		}
+		// The token is genuine, but its issuer's ids need not be ours: the
+		// order path refuses the same sub with the same 400.
+		if !stock.ValidUserID(user) {
+			return "", stock.Invalidf("the token's sub must be 1 to %d printable ASCII characters", stock.MaxUserIDLen)
+		}
+		return user, nil
 	}
 	if bodyUser == nil {
 		return "", stock.Invalidf("user_id is required")
