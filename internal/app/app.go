@@ -127,6 +127,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	a.rooms.Start()
 	hcfg.Rooms = a.rooms
+	hcfg.RoomRedisBudget = a.redisTimeout()
 	if cfg.RoomPoWBits > 0 {
 		if hcfg.RoomChallenge, hcfg.RoomPoW, err = roomPoW(key, cfg.RoomPoWBits, log); err != nil {
 			return nil, err

@@ -80,6 +80,13 @@ type Config struct {
 	// off; set both or neither.
 	RoomPoW       PoWCheck
 	RoomChallenge PoWIssue
+	// RoomRedisBudget bounds the Redis steps of one room request together
+	// (join, challenge, status, draw; each event of a ticket's stream): the
+	// item view's read, the rate limit and the room's own call share it, so
+	// a stalled Redis answers 503 within it, not within one timeout a
+	// step. The app sets SECKILL_REDIS_TIMEOUT. Default 0: no shared bound
+	// (each step has its own).
+	RoomRedisBudget time.Duration
 }
 
 // MaxBodyBytes caps request bodies; a larger one gets 413.
@@ -177,11 +184,11 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	api := pub.Group("/api/v1")
 	get(api, "/items/:id", h.publicItem)
 	api.POST("/items/:id/orders", h.tallyOrders, h.placeOrder)
-	api.POST("/items/:id/queue", h.joinQueue)
-	get(api, "/items/:id/queue/challenge", h.queueChallenge)
-	get(api, "/items/:id/queue/:ticket", h.queueStatus)
-	get(api, "/items/:id/queue/:ticket/events", h.queueEvents)
-	get(api, "/items/:id/draw", h.roomDraw)
+	api.POST("/items/:id/queue", h.roomBudget, h.joinQueue)
+	get(api, "/items/:id/queue/challenge", h.roomBudget, h.queueChallenge)
+	get(api, "/items/:id/queue/:ticket", h.roomBudget, h.queueStatus)
+	get(api, "/items/:id/queue/:ticket/events", h.queueEvents) // a budget an event
+	get(api, "/items/:id/draw", h.roomBudget, h.roomDraw)
 	get(api, "/orders/:id", h.getOrder)
 	api.POST("/orders/:id/pay", h.payOrder)
 	api.POST("/orders/:id/cancel", h.cancelOrder)

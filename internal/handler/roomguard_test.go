@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,5 +56,89 @@ func TestRoomTokenSubject(t *testing.T) {
 	}
 	if code := ErrorCode(fmt.Errorf("x: %w", room.ErrInvalid)); code != CodeInvalidRequest {
 		t.Errorf("room.ErrInvalid is answered %q, want %q", code, CodeInvalidRequest)
+	}
+}
+
+// deadlineRooms records the deadline each room step was given.
+type deadlineRooms struct {
+	answeringRooms
+	mu        sync.Mutex
+	deadlines map[string]time.Time
+}
+
+func (r *deadlineRooms) record(step string, ctx context.Context) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Time{}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deadlines[step] = dl
+}
+
+func (r *deadlineRooms) Join(ctx context.Context, v *stock.ItemView, user string) (*rooms.Ticket, error) {
+	r.record("join", ctx)
+	return r.answeringRooms.Join(ctx, v, user)
+}
+func (r *deadlineRooms) Status(ctx context.Context, v *stock.ItemView, tk string) (*rooms.Ticket, error) {
+	r.record("status", ctx)
+	return r.answeringRooms.Status(ctx, v, tk)
+}
+func (r *deadlineRooms) Draw(ctx context.Context, id int64) (*rooms.Draw, error) {
+	r.record("draw", ctx)
+	return r.answeringRooms.Draw(ctx, id)
+}
+
+// TestRoomRedisBudget (redteam #8): a room request's Redis steps share one
+// budget (RoomRedisBudget, the app's SECKILL_REDIS_TIMEOUT): the room's own
+// step gets what the item view's read left, not a fresh timeout, so a
+// stalled Redis answers 503 within one budget, not two; and an item view
+// that ran out of it is a 503 unavailable, not a 500.
+func TestRoomRedisBudget(t *testing.T) {
+	t.Parallel()
+	const budget = time.Hour // long: nothing here waits for it
+	routes := []struct{ step, method, path, body string }{
+		{"join", "POST", "/api/v1/items/1/queue", `{"user_id":"alice"}`},
+		{"status", "GET", "/api/v1/items/1/queue/t", ""},
+		{"draw", "GET", "/api/v1/items/1/draw", ""},
+	}
+	for _, rt := range routes {
+		shop := answeringShop()
+		var viewDeadline time.Time
+		shop.itemView = func(ctx context.Context, id int64) (*stock.ItemView, error) {
+			viewDeadline, _ = ctx.Deadline()
+			return &stock.ItemView{ID: id, Name: "widget", Remaining: 8}, nil
+		}
+		rs := &deadlineRooms{deadlines: map[string]time.Time{}}
+		// The request timeout is longer than the budget, so only the
+		// budget can give the steps a deadline this near.
+		h := newTestHandler(t, shop, Config{Rooms: rs, RoomRedisBudget: budget, RequestTimeout: 3 * budget})
+		start := time.Now()
+		if a := call(h, rt.method, rt.path, rt.body, nil); a.status != http.StatusOK {
+			t.Fatalf("%s: got %d %s, want 200", rt.step, a.status, a.body)
+		}
+		got := rs.deadlines[rt.step]
+		switch {
+		case viewDeadline.IsZero() || got.IsZero():
+			t.Errorf("%s: item view's deadline %v, room step's %v: want both bounded", rt.step, viewDeadline, got)
+		case !got.Equal(viewDeadline):
+			t.Errorf("%s: room step's deadline %v, item view's %v: want the one shared budget", rt.step, got, viewDeadline)
+		case got.After(time.Now().Add(budget)) || got.Before(start.Add(budget)):
+			t.Errorf("%s: deadline %v: want the budget from the request's start (%v)", rt.step, got, start.Add(budget))
+		}
+
+		// The item view's read ran out of the budget (a stalled gate).
+		stalled := answeringShop()
+		stalled.itemView = func(ctx context.Context, id int64) (*stock.ItemView, error) {
+			return nil, context.DeadlineExceeded
+		}
+		rs2 := &deadlineRooms{deadlines: map[string]time.Time{}}
+		h2 := newTestHandler(t, stalled, Config{Rooms: rs2, RoomRedisBudget: budget})
+		if a := call(h2, rt.method, rt.path, rt.body, nil); a.status != http.StatusServiceUnavailable || a.code() != CodeUnavailable {
+			t.Errorf("%s, item view out of time: got %d %s, want 503 unavailable", rt.step, a.status, a.body)
+		}
+		if len(rs2.deadlines) != 0 {
+			t.Errorf("%s: the room was asked after the budget ran out: %v", rt.step, rs2.deadlines)
+		}
 	}
 }
