@@ -187,7 +187,7 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	api.POST("/items/:id/queue", h.roomBudget, h.joinQueue)
 	get(api, "/items/:id/queue/challenge", h.roomBudget, h.queueChallenge)
 	get(api, "/items/:id/queue/:ticket", h.roomBudget, h.queueStatus)
-	get(api, "/items/:id/queue/:ticket/events", h.queueEvents) // a budget an event
+	get(api, roomEventsPath[len("/api/v1"):], h.queueEvents) // a budget an event
 	get(api, "/items/:id/draw", h.roomBudget, h.roomDraw)
 	get(api, "/orders/:id", h.getOrder)
 	api.POST("/orders/:id/pay", h.payOrder)
@@ -243,7 +243,13 @@ func (h *Handler) frame(c *gin.Context) {
 	id := h.ids.id(c.Request.Header.Values(RequestIDHeader))
 	c.Header(RequestIDHeader, id)
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
-	ctx, cancel := context.WithTimeout(context.WithValue(c.Request.Context(), requestIDKey{}, id), h.cfg.RequestTimeout)
+	timeout := h.cfg.RequestTimeout
+	if c.FullPath() == roomEventsPath {
+		// A ticket's stream is bounded by its own minute (roomevents.go),
+		// not by the request timeout, which would cut it after seconds.
+		timeout = max(timeout, roomEventsMaxStream+liveMargin)
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(c.Request.Context(), requestIDKey{}, id), timeout)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
 	if c.Request.Method == http.MethodHead {

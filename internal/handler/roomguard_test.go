@@ -142,3 +142,22 @@ func TestRoomRedisBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomEventsLastAMinute (redteam #11): a ticket's event stream is
+// bounded by its own minute (API.md), not by the request timeout, which
+// would end it after about 8 s at the 10 s default: the reads of the
+// stream get a deadline a minute out although the request timeout is 10 s.
+func TestRoomEventsLastAMinute(t *testing.T) {
+	t.Parallel()
+	rs := &deadlineRooms{deadlines: map[string]time.Time{}}
+	h := newTestHandler(t, answeringShop(), Config{Rooms: rs, RequestTimeout: 10 * time.Second})
+	start := time.Now()
+	a := call(h, "GET", "/api/v1/items/1/queue/t/events", "", nil)
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), "event: status") {
+		t.Fatalf("got %d %s, want 200 and a status event", a.status, a.body)
+	}
+	got := rs.deadlines["status"]
+	if got.IsZero() || got.Before(start.Add(roomEventsMaxStream)) {
+		t.Errorf("the stream's reads end at %v, %v after the request: want at least %v", got, got.Sub(start), roomEventsMaxStream)
+	}
+}
