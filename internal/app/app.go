@@ -58,6 +58,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	rateUser, _ := ratelimit.Parse(cfg.RateUser) // validated above
 	rateIP, _ := ratelimit.Parse(cfg.RateIP)
+	if cfg.RoomRateIP == "" && cfg.RedisURL != "" {
+		cfg.RoomRateIP = DefaultRoomRateIP
+	}
+	roomRateIP, _ := ratelimit.Parse(cfg.RoomRateIP)
 	if cfg.SQLitePath == "" {
 		cfg.SQLitePath = DefaultSQLitePath
 	}
@@ -109,6 +113,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		UserLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateUser, &ratelimit.Options{Timeout: a.redisTimeout(),
 			FailedOpen: func() { a.metrics.RateLimitFailedOpen("user") }}),
 		IPLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateIP, &ratelimit.Options{Timeout: a.redisTimeout(),
+			FailedOpen: func() { a.metrics.RateLimitFailedOpen("ip") }}),
+		RoomIPLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", roomRateIP, &ratelimit.Options{Timeout: a.redisTimeout(),
 			FailedOpen: func() { a.metrics.RateLimitFailedOpen("ip") }})}
 	if cfg.UserJWTSecret != "" {
 		hcfg.UserJWTSecret = []byte(cfg.UserJWTSecret)

@@ -144,6 +144,10 @@ type Config struct {
 	// this many leading zero bits, 0 to room.MaxPoWBits
 	// (SECKILL_ROOM_POW_BITS). Default 0, off.
 	RoomPoWBits int
+	// RoomRateIP limits waiting-room joins per client address, same
+	// syntax as RateUser (SECKILL_ROOM_RATE_IP). Default "":
+	// DefaultRoomRateIP with a real Redis, off with the embedded one.
+	RoomRateIP string
 }
 
 // timeouts resolves the request, lock wait and database write bounds,
@@ -275,6 +279,9 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_ROOM_POW_BITS", flag: "room-pow-bits", help: fmt.Sprintf("proof-of-work of joining a waiting room: leading zero bits "+
 			"(0 to %d; each one doubles a browser's work, 16 is about a second) the page must find before it joins; `0` = off", room.MaxPoWBits),
 			integer: &c.RoomPoWBits, def: fmt.Sprint(DefaultRoomPoWBits)},
+		{env: "SECKILL_ROOM_RATE_IP", flag: "room-rate-ip", help: "waiting-room joins per client address, same syntax as `SECKILL_RATE_USER`; `0` = off " +
+			"(raise it when many buyers share an address, e.g. behind a carrier NAT)", str: &c.RoomRateIP,
+			doc: "`" + DefaultRoomRateIP + "` (burst 20) with a real Redis; off with the embedded one"},
 	}
 }
 
@@ -428,6 +435,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := ratelimit.Parse(c.RateIP); err != nil {
 		problems = append(problems, fmt.Errorf("SECKILL_RATE_IP=%w", err))
+	}
+	if _, err := ratelimit.Parse(c.RoomRateIP); err != nil {
+		problems = append(problems, fmt.Errorf("SECKILL_ROOM_RATE_IP=%w", err))
 	}
 	if c.UserJWTSecret != "" && len(c.UserJWTSecret) < 32 {
 		problems = append(problems, errors.New("SECKILL_USER_JWT_SECRET must be at least 32 bytes"))

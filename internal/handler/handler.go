@@ -63,6 +63,9 @@ type Config struct {
 	// UserLimit and IPLimit limit orders per user and per client address.
 	// Default nil: off.
 	UserLimit, IPLimit *ratelimit.Limiter
+	// RoomIPLimit limits waiting-room joins per client address (nil: the
+	// joins share IPLimit's budget, under their own keys).
+	RoomIPLimit *ratelimit.Limiter
 	// UserJWTSecret, when set, makes orders take their user from an HS256
 	// bearer token's "sub" and shows an order only to its owner.
 	UserJWTSecret []byte

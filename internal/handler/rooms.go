@@ -181,8 +181,12 @@ func (h *Handler) itemViewIn(ctx context.Context, id int64) (*stock.ItemView, er
 
 // joinQueue gives the user a place in the item's line (or the one it has).
 func (h *Handler) joinQueue(c *gin.Context) {
-	if h.cfg.IPLimit != nil { // the key costs an address parse: only when it is used
-		if err := h.limit(c, h.cfg.IPLimit, "ip", "join:"+c.RemoteIP()); err != nil {
+	limit := h.cfg.RoomIPLimit
+	if limit == nil {
+		limit = h.cfg.IPLimit
+	}
+	if limit != nil { // the key costs an address parse: only when it is used
+		if err := h.limit(c, limit, "ip", "join:"+c.RemoteIP()); err != nil {
 			h.writeError(c, err)
 			return
 		}
