@@ -6,11 +6,15 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/embedredis"
+	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/rooms"
 	"github.com/seckill/seckill/internal/stock"
@@ -159,5 +163,55 @@ func TestRoomEventsLastAMinute(t *testing.T) {
 	got := rs.deadlines["status"]
 	if got.IsZero() || got.Before(start.Add(roomEventsMaxStream)) {
 		t.Errorf("the stream's reads end at %v, %v after the request: want at least %v", got, got.Sub(start), roomEventsMaxStream)
+	}
+}
+
+// replayCountingRooms counts the database reads Replayable stands for.
+type replayCountingRooms struct {
+	answeringRooms
+	replays atomic.Int64
+}
+
+func (r *replayCountingRooms) Replayable(context.Context, int64, string, string) bool {
+	r.replays.Add(1)
+	return false
+}
+
+// A pass-less keyed order of a roomed item costs a database read (is it a
+// retry of an order taken under that key?): the read comes after the rate
+// limits (redteam learn_amplify.py: 200 fresh keys, 200 reads before any
+// limit), so a user over the limit is 429 without one.
+func TestReplayReadAfterRateLimits(t *testing.T) {
+	t.Parallel()
+	srv, err := embedredis.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	opt, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	limit, _ := ratelimit.Parse("1/h:1")
+	rs := &replayCountingRooms{}
+	h := newTestHandler(t, answeringShop(), Config{Rooms: rs, UserLimit: ratelimit.New(rdb, "t:", limit, nil)})
+	order := func(key string) answer {
+		return call(h, "POST", "/api/v1/items/1/orders", `{"user_id":"mallory"}`, map[string]string{"Idempotency-Key": key})
+	}
+	if a := order("k-0"); a.status != http.StatusForbidden || a.code() != CodePassRequired {
+		t.Fatalf("first pass-less keyed order: got %d %s, want 403 pass_required", a.status, a.body)
+	}
+	if n := rs.replays.Load(); n != 1 {
+		t.Fatalf("first order: %d replay reads, want 1", n)
+	}
+	for i := 1; i <= 20; i++ {
+		if a := order(fmt.Sprintf("k-%d", i)); a.status != http.StatusTooManyRequests {
+			t.Fatalf("order %d over the user's limit: got %d %s, want 429", i, a.status, a.body)
+		}
+	}
+	if n := rs.replays.Load(); n != 1 {
+		t.Errorf("20 orders over the limit made %d more replay reads, want none", n-1)
 	}
 }

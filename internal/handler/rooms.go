@@ -319,13 +319,16 @@ func (h *Handler) deleteWaitingRoom(c *gin.Context) {
 // own check for a room), or false once it has answered a refusal. A keyed
 // retry of an order already taken under that key passes with its pass
 // expired since, or with none when the order was placed before the room
-// was turned on (its answer is replayed). An item not known here to have a room may have had
-// one set up on another instance a moment ago: a valid pass counts there
-// too, and a missing or bad one is left for the sale to refuse if the room
-// is on (see passRefused).
-func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int64, passed, ok bool) {
+// was turned on (its answer is replayed): that takes a database read, so
+// checkPass only says it is to be made (replay, the refusal if it finds no
+// such order) and the caller makes it with replayable after the rate
+// limits. An item not known here to have a room may have had one set up
+// on another instance a moment ago: a valid pass counts there too, and a
+// missing or bad one is left for the sale to refuse if the room is on (see
+// passRefused).
+func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int64, passed bool, replay error, ok bool) {
 	if h.cfg.Rooms == nil {
-		return 0, false, true
+		return 0, false, nil, true
 	}
 	if !h.cfg.Rooms.Roomed(req.ItemID) {
 		// Read as strictly as for a roomed item: given twice is 400 here
@@ -333,35 +336,45 @@ func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int6
 		pass, err := singleHeader(c, PassHeader)
 		if err != nil {
 			h.writeError(c, err)
-			return 0, false, false
+			return 0, false, nil, false
 		}
 		if pass == "" {
-			return 0, false, true
+			return 0, false, nil, true
 		}
 		if p, err := h.cfg.Rooms.VerifyPass(req.ItemID, req.UserID, pass); err == nil {
-			return p.Ticket, true, true
+			return p.Ticket, true, nil, true
 		}
-		return 0, false, true
+		return 0, false, nil, true
 	}
 	pass, err := singleHeader(c, PassHeader)
 	if err != nil {
 		h.writeError(c, err)
-		return 0, false, false
+		return 0, false, nil, false
 	}
 	p, err := h.cfg.Rooms.CheckPass(req.ItemID, req.UserID, pass)
 	if err == nil {
-		return p.Ticket, true, true
+		return p.Ticket, true, nil, true
 	}
 	// Only a genuine pass that has expired, or none (an order placed under
 	// the key before the room was turned on carried none), can be a
 	// retry's: the database is not asked on behalf of forged ones, nor of
 	// a pass-less order without a key.
-	if (errors.Is(err, room.ErrPassExpired) || errors.Is(err, room.ErrPassMissing)) &&
-		h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
-		return 0, true, true
+	if req.IdempotencyKey != "" && (errors.Is(err, room.ErrPassExpired) || errors.Is(err, room.ErrPassMissing)) {
+		return 0, false, err, true
 	}
 	h.writeError(c, err)
-	return 0, false, false
+	return 0, false, nil, false
+}
+
+// replayable finishes checkPass's replay: whether the user has an order of
+// the item under the request's key (the order then passes, to be
+// replayed); if not it has answered refusal.
+func (h *Handler) replayable(c *gin.Context, req stock.OrderRequest, refusal error) bool {
+	if h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
+		return true
+	}
+	h.writeError(c, refusal)
+	return false
 }
 
 // passRefused is the answer to an order the sale refused for want of a
