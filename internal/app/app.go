@@ -128,7 +128,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		factor, _ = parsePassFactor(cfg.RoomPassFactor) // validated above
 	}
 	if a.rooms, err = rooms.New(ctx, a.db, a.rdb, a.service, st, rooms.Config{Key: key, KeyPrefix: prefix,
-		PassFactor: factor, RedisTimeout: a.redisTimeout(), Logger: log, Observer: a.metrics}); err != nil {
+		PassFactor: factor, MaxTickets: int64(cfg.RoomMaxTickets), RedisTimeout: a.redisTimeout(), Logger: log, Observer: a.metrics}); err != nil {
 		return nil, err
 	}
 	a.rooms.Start()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/rooms"
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/queue"
 )
@@ -148,6 +149,10 @@ type Config struct {
 	// syntax as RateUser (SECKILL_ROOM_RATE_IP). Default "":
 	// DefaultRoomRateIP with a real Redis, off with the embedded one.
 	RoomRateIP string
+	// RoomMaxTickets bounds one room's tickets (SECKILL_ROOM_MAX_TICKETS):
+	// a room holds min(this, max(1000, 50 × the units left)). 0: the
+	// default, rooms.DefaultMaxTickets.
+	RoomMaxTickets int
 }
 
 // timeouts resolves the request, lock wait and database write bounds,
@@ -279,6 +284,9 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_ROOM_POW_BITS", flag: "room-pow-bits", help: fmt.Sprintf("proof-of-work of joining a waiting room: leading zero bits "+
 			"(0 to %d; each one doubles a browser's work, 16 is about a second) the page must find before it joins; `0` = off", room.MaxPoWBits),
 			integer: &c.RoomPoWBits, def: fmt.Sprint(DefaultRoomPoWBits)},
+		{env: "SECKILL_ROOM_MAX_TICKETS", flag: "room-max-tickets", help: fmt.Sprintf("most tickets one waiting room holds: a join past "+
+			"min(this, max(%d, %d × the units left)) is 409 `room_full` (a user with a ticket gets it back); 1 to %d", rooms.MinRoomTickets, rooms.TicketsPerUnit, maxRoomMaxTickets),
+			integer: &c.RoomMaxTickets, def: fmt.Sprint(rooms.DefaultMaxTickets)},
 		{env: "SECKILL_ROOM_RATE_IP", flag: "room-rate-ip", help: "waiting-room joins per client address, same syntax as `SECKILL_RATE_USER`; `0` = off " +
 			"(raise it when many buyers share an address, e.g. behind a carrier NAT)", str: &c.RoomRateIP,
 			doc: "`" + DefaultRoomRateIP + "` (burst 20) with a real Redis; off with the embedded one"},
@@ -435,6 +443,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := ratelimit.Parse(c.RateIP); err != nil {
 		problems = append(problems, fmt.Errorf("SECKILL_RATE_IP=%w", err))
+	}
+	if c.RoomMaxTickets < 0 || c.RoomMaxTickets > maxRoomMaxTickets {
+		problems = append(problems, fmt.Errorf("SECKILL_ROOM_MAX_TICKETS=%d: want 1 to %d", c.RoomMaxTickets, maxRoomMaxTickets))
 	}
 	if _, err := ratelimit.Parse(c.RoomRateIP); err != nil {
 		problems = append(problems, fmt.Errorf("SECKILL_ROOM_RATE_IP=%w", err))

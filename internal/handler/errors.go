@@ -40,6 +40,7 @@ const (
 	// The waiting room's (ROOM-API.md).
 	CodeNoWaitingRoom = "no_waiting_room"
 	CodeRoomOpened    = "room_opened"
+	CodeRoomFull      = "room_full"
 	CodePassRequired  = "pass_required"
 	CodePassInvalid   = "pass_invalid"
 	CodePassExpired   = "pass_expired"
@@ -77,6 +78,7 @@ var errorKinds = []struct {
 	{errRateLimited, http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after the time in Retry-After"},
 	{rooms.ErrNoWaitingRoom, http.StatusConflict, CodeNoWaitingRoom, "the item has no waiting room"},
 	{rooms.ErrRoomOpened, http.StatusConflict, CodeRoomOpened, "the waiting room has opened or has tickets: lottery can no longer change"},
+	{rooms.ErrRoomFull, http.StatusConflict, CodeRoomFull, "the waiting room holds as many tickets as it may: no new place is given (a user who has a ticket keeps it)"},
 	{room.ErrPassMissing, http.StatusForbidden, CodePassRequired, "this item's sale has a waiting room: the order needs the Seckill-Pass header from an admitted ticket"},
 	{stock.ErrPassRequired, http.StatusForbidden, CodePassRequired, "this item's sale has a waiting room: the order needs the Seckill-Pass header from an admitted ticket"},
 	{room.ErrPassExpired, http.StatusForbidden, CodePassExpired, "the pass has expired"},

@@ -215,3 +215,19 @@ func TestReplayReadAfterRateLimits(t *testing.T) {
 		t.Errorf("20 orders over the limit made %d more replay reads, want none", n-1)
 	}
 }
+
+// fullRooms is a room that holds its bound of tickets.
+type fullRooms struct{ answeringRooms }
+
+func (fullRooms) Join(context.Context, *stock.ItemView, string) (*rooms.Ticket, error) {
+	return nil, rooms.ErrRoomFull
+}
+
+// A join past the room's bound on tickets is 409 room_full.
+func TestJoinRoomFull(t *testing.T) {
+	t.Parallel()
+	h := newTestHandler(t, answeringShop(), Config{Rooms: fullRooms{}})
+	if a := call(h, "POST", "/api/v1/items/1/queue", `{"user_id":"late"}`, nil); a.status != http.StatusConflict || a.code() != CodeRoomFull {
+		t.Errorf("join of a full room: got %d %s, want 409 room_full", a.status, a.body)
+	}
+}

@@ -42,7 +42,7 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 			return nil, roomErr(err)
 		}
 	}
-	st, now, err := e.joins.join(ctx, user) // bounded by RedisTimeout
+	st, now, err := e.joins.join(ctx, user, s.maxTickets(v)) // bounded by RedisTimeout
 
 	if errors.Is(err, room.ErrNoRoom) {
 		e.ready.Store(false)
