@@ -134,6 +134,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	a.rooms.Start()
 	hcfg.Rooms = a.rooms
 	hcfg.RoomRedisBudget = a.redisTimeout()
+	if cfg.RoomHumanVerifyURL != "" {
+		hcfg.HumanCheck = handler.NewHumanCheck(handler.HumanCheckConfig{URL: cfg.RoomHumanVerifyURL,
+			Secret: cfg.RoomHumanSecret, Refuse: cfg.RoomHumanAction != "log", Logger: log})
+	}
 	if cfg.RoomPoWBits > 0 {
 		if hcfg.RoomChallenge, hcfg.RoomPoW, err = roomPoW(key, cfg.RoomPoWBits, log); err != nil {
 			return nil, err

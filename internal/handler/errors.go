@@ -38,16 +38,17 @@ const (
 	CodeUnavailable         = "unavailable"
 	CodeInternal            = "internal"
 	// The waiting room's (ROOM-API.md).
-	CodeNoWaitingRoom = "no_waiting_room"
-	CodeRoomOpened    = "room_opened"
-	CodeRoomFull      = "room_full"
-	CodePassRequired  = "pass_required"
-	CodePassInvalid   = "pass_invalid"
-	CodePassExpired   = "pass_expired"
-	CodePassWrongUser = "pass_wrong_user"
-	CodePassWrongItem = "pass_wrong_item"
-	CodePoWRequired   = "pow_required"
-	CodePoWInvalid    = "pow_invalid"
+	CodeNoWaitingRoom    = "no_waiting_room"
+	CodeRoomOpened       = "room_opened"
+	CodeRoomFull         = "room_full"
+	CodePassRequired     = "pass_required"
+	CodePassInvalid      = "pass_invalid"
+	CodePassExpired      = "pass_expired"
+	CodePassWrongUser    = "pass_wrong_user"
+	CodePassWrongItem    = "pass_wrong_item"
+	CodePoWRequired      = "pow_required"
+	CodePoWInvalid       = "pow_invalid"
+	CodeHumanCheckFailed = "human_check_failed"
 )
 
 // errorKinds maps domain errors to status, code and a message, in the order
@@ -88,6 +89,7 @@ var errorKinds = []struct {
 	{room.ErrPassRejected, http.StatusForbidden, CodePassInvalid, "the pass is forged or malformed"},
 	{errPoWRequired, http.StatusForbidden, CodePoWRequired, "this waiting room needs a proof-of-work: get a challenge and solve it"},
 	{errPoWInvalid, http.StatusForbidden, CodePoWInvalid, "the proof-of-work does not verify"},
+	{errHumanCheckFailed, http.StatusForbidden, CodeHumanCheckFailed, "this waiting room needs a human check: the join's human token is missing or the verifier refused it"},
 	{stock.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable, "the service is temporarily unavailable; retry shortly"},
 }
 

@@ -90,6 +90,9 @@ type Config struct {
 	// step. The app sets SECKILL_REDIS_TIMEOUT. Default 0: no shared bound
 	// (each step has its own).
 	RoomRedisBudget time.Duration
+	// HumanCheck checks a join's human token (SECKILL_ROOM_HUMAN_VERIFY_URL,
+	// see NewHumanCheck). Default nil: off.
+	HumanCheck HumanCheck
 }
 
 // MaxBodyBytes caps request bodies; a larger one gets 413.

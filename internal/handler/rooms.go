@@ -105,9 +105,14 @@ type powJSON struct {
 	Nonce     string `json:"nonce"`
 }
 
+type humanJSON struct {
+	Token string `json:"token"`
+}
+
 type joinRequest struct {
-	UserID *string  `json:"user_id"`
-	PoW    *powJSON `json:"pow"`
+	UserID *string    `json:"user_id"`
+	PoW    *powJSON   `json:"pow"`
+	Human  *humanJSON `json:"human"`
 }
 
 // roomUser is the request's user: the token's in JWT mode, else the body's
@@ -144,11 +149,18 @@ func (h *Handler) roomBudget(c *gin.Context) {
 	if h.cfg.RoomRedisBudget <= 0 {
 		return
 	}
+	if h.cfg.HumanCheck != nil { // a map write: only when it is used
+		c.Set(roomBaseCtxKey, c.Request.Context())
+	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), h.cfg.RoomRedisBudget)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
 	c.Next()
 }
+
+// roomBaseCtxKey holds the request's context before roomBudget bounded it,
+// for a step that is no Redis call (the human check).
+const roomBaseCtxKey = "seckill.roomBase"
 
 // roomItem is the public view of the path's item, for the room routes.
 func (h *Handler) roomItem(c *gin.Context) (*stock.ItemView, bool) {
@@ -232,6 +244,28 @@ func (h *Handler) joinQueue(c *gin.Context) {
 		if err := h.cfg.RoomPoW(v.ID, user, req.PoW.Challenge, req.PoW.Nonce); err != nil {
 			h.writeError(c, errors.Join(errPoWInvalid, err))
 			return
+		}
+	}
+	// The human check (off unless configured), last: it is a call to
+	// another service. It has its own timeout, and the join's Redis step a
+	// budget of its own after it.
+	if h.cfg.HumanCheck != nil {
+		base := c.Request.Context()
+		if b, ok := c.Get(roomBaseCtxKey); ok {
+			base = b.(context.Context)
+		}
+		token := ""
+		if req.Human != nil {
+			token = req.Human.Token
+		}
+		if err := h.cfg.HumanCheck(base, token, c.RemoteIP()); err != nil {
+			h.writeError(c, err)
+			return
+		}
+		if h.cfg.RoomRedisBudget > 0 {
+			ctx, cancel := context.WithTimeout(base, h.cfg.RoomRedisBudget)
+			defer cancel()
+			c.Request = c.Request.WithContext(ctx)
 		}
 	}
 	t, err := h.cfg.Rooms.Join(c.Request.Context(), v, user)
