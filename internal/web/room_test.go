@@ -105,7 +105,8 @@ func visible(tb *tab, id string) bool {
 // countdown, join the queue and see they are in it (a reload keeps the
 // place); at the opening the draw admits one of them, whose page turns into
 // the Buy button with the pass's countdown; one click buys; the other, next
-// in line, is told it is sold out. The draw the service publishes matches.
+// in line, is told it is sold out for now (held) until the winner pays, then
+// sold out. The draw the service publishes matches.
 func TestSaleWaitingRoomInBrowser(t *testing.T) {
 	t.Parallel()
 	br := newBrowser(t)
@@ -240,7 +241,21 @@ func TestSaleWaitingRoomInBrowser(t *testing.T) {
 			t.Errorf("the buy: got %q", got)
 		}
 		winner.wait("the pass used", `document.getElementById("room").dataset.state === "used"`)
-		// Everyone behind is told at once that it is sold out.
+		// Everyone behind is told at once that it is sold out for now: the
+		// winner has not paid, so the unit may still come back, and the page
+		// keeps polling.
+		loser.wait("held", `document.getElementById("room").dataset.state === "held"`)
+		if got := loser.text("#room-state"); !strings.Contains(got, "Sold out for now") {
+			t.Errorf("behind an unpaid last unit: got %q, want sold out for now", got)
+		}
+		// Once the winner pays, no unit can come back: a final sold out.
+		var orderID string
+		if err := b.DB(t).Raw("SELECT id FROM orders WHERE item_id = ?", id).Scan(&orderID).Error; err != nil || orderID == "" {
+			t.Fatalf("the winner's order: %q, %v", orderID, err)
+		}
+		if r := c.Must(t, "POST", "/api/v1/orders/"+orderID+"/pay", map[string]string{"user_id": queuers[win]}, false, nil); r.Status != 200 {
+			t.Fatalf("the winner pays: %d %s", r.Status, r.Body)
+		}
 		loser.wait("sold out", `document.getElementById("room").dataset.state === "sold_out" && document.getElementById("result").dataset.outcome === "sold_out"`)
 		if got := loser.text("#result"); !strings.Contains(got, "sold out") {
 			t.Errorf("behind the last unit: got %q, want sold out", got)
