@@ -251,7 +251,7 @@ type setting struct {
 	integer         *int
 	// def is the flag's default, parsed like the variable's value.
 	def string
-	// doc is the default as the README's table states it (Markdown), for a
+	// doc is the default as the configuration table (docs/OPERATIONS.md) states it (Markdown), for a
 	// default that is not simply def (computed, or absent); empty: `def`.
 	doc string
 }

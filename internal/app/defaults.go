@@ -12,7 +12,7 @@ import (
 
 // The defaults of Config, each defined once: those the domain packages own
 // (shop, queue, gate) are theirs, named here; the wiring, the validation,
-// the flag help and the README's configuration table (checked by
+// the flag help and the configuration table in docs/OPERATIONS.md (checked by
 // TestReadmeListsEverySetting) all read them from here.
 const (
 	DefaultAddr       = ":8080"

@@ -9,50 +9,70 @@ import (
 	"testing"
 )
 
-// TestReadmeListsEverySetting keeps the README's configuration table in
-// step with settings(): every variable the service reads is listed once,
-// with its flag and the default defined in defaults.go, and the table
-// lists nothing the service does not read.
+// TestReadmeListsEverySetting keeps the configuration tables in step with
+// settings(): docs/OPERATIONS.md lists every variable the service reads
+// once, with its flag and the default defined in defaults.go, and nothing
+// the service does not read; the README's short table of the settings a
+// first deployment sets shows each of them as OPERATIONS does.
 func TestReadmeListsEverySetting(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	var c Config
+	settings := c.settings()
+	check := func(doc string, rows map[string][]string, every bool) {
+		t.Helper()
+		for _, s := range settings {
+			cells, ok := rows[s.env]
+			if !ok {
+				if every {
+					t.Errorf("%s's configuration table lacks %s", doc, s.env)
+				}
+				continue
+			}
+			delete(rows, s.env)
+			if len(cells) != 4 {
+				t.Errorf("%s row of %s: got %d cells, want 4 (variable, flag, meaning, default)", doc, s.env, len(cells))
+				continue
+			}
+			if want := "`-" + s.flag + "`"; cells[1] != want {
+				t.Errorf("%s row of %s: flag got %s, want %s", doc, s.env, cells[1], want)
+			}
+			if want := s.documented(); cells[3] != want {
+				t.Errorf("%s row of %s: default got %q, want %q", doc, s.env, cells[3], want)
+			}
+		}
+		for env := range rows {
+			t.Errorf("%s lists %s, which the service does not read", doc, env)
+		}
+	}
+	check("docs/OPERATIONS.md", settingRows(t, "../../docs/OPERATIONS.md"), true)
+	readme := settingRows(t, "../../README.md")
+	if len(readme) == 0 {
+		t.Error("README.md shows no setting")
+	}
+	check("README.md", readme, false)
+}
+
+// settingRows reads the rows of the configuration table in the file at
+// path, by variable.
+func settingRows(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows := map[string][]string{}
-	for _, line := range strings.Split(string(readme), "\n") {
+	for _, line := range strings.Split(string(doc), "\n") {
 		if !strings.HasPrefix(line, "| `SECKILL_") {
 			continue
 		}
 		cells := strings.Split(strings.Trim(line, "| "), " | ")
 		env := strings.Trim(cells[0], "`")
 		if _, dup := rows[env]; dup {
-			t.Errorf("README lists %s twice", env)
+			t.Errorf("%s lists %s twice", path, env)
 		}
 		rows[env] = cells
 	}
-	var c Config
-	for _, s := range c.settings() {
-		cells, ok := rows[s.env]
-		if !ok {
-			t.Errorf("README's configuration table lacks %s", s.env)
-			continue
-		}
-		delete(rows, s.env)
-		if len(cells) != 4 {
-			t.Errorf("README row of %s: got %d cells, want 4 (variable, flag, meaning, default)", s.env, len(cells))
-			continue
-		}
-		if want := "`-" + s.flag + "`"; cells[1] != want {
-			t.Errorf("README row of %s: flag got %s, want %s", s.env, cells[1], want)
-		}
-		if want := s.documented(); cells[3] != want {
-			t.Errorf("README row of %s: default got %q, want %q", s.env, cells[3], want)
-		}
-	}
-	for env := range rows {
-		t.Errorf("README lists %s, which the service does not read", env)
-	}
+	return rows
 }
 
 // TestNoCrashInjectionInProduction: the production build has no
