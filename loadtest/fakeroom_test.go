@@ -29,7 +29,7 @@ type roomBugs struct {
 	extraPasses int  // allow this many live passes beyond the remaining stock
 }
 
-// fakeRooms adds the waiting room of ROOM-API.md to the fake shop, on the
+// fakeRooms adds the waiting room of docs/API.md to the fake shop, on the
 // rules of internal/room (tickets, draw, admission, passes) over an
 // in-process Redis, with an admission loop per room. It checks the
 // harness, not the service: the proof tests run the real one.

@@ -37,7 +37,7 @@ const (
 	CodeRateLimited         = "rate_limited"
 	CodeUnavailable         = "unavailable"
 	CodeInternal            = "internal"
-	// The waiting room's (ROOM-API.md).
+	// The waiting room's (docs/API.md, "Waiting room").
 	CodeNoWaitingRoom    = "no_waiting_room"
 	CodeRoomOpened       = "room_opened"
 	CodeRoomFull         = "room_full"

@@ -9,7 +9,7 @@ import (
 	"github.com/seckill/seckill/internal/rooms"
 )
 
-// The proof-of-work of joining a room (ROOM-API.md "Proof-of-work",
+// The proof-of-work of joining a room (docs/API.md "Waiting room", proof-of-work;
 // internal/room/pow.go): off unless Config.RoomChallenge and
 // Config.RoomPoW are set; joinQueue checks the proof.
 

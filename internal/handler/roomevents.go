@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/rooms"
 )
 
-// The Server-Sent Events form of a ticket's status (ROOM-API.md, optional):
+// The Server-Sent Events form of a ticket's status (docs/API.md, "Waiting room"):
 // a `status` event, then another each poll_after_ms (at least
 // roomEventsMinGap), until the state is final or the stream's time is up;
 // the client reconnects (retry: 1000) or falls back to polling. Each stream

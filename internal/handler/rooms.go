@@ -15,7 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/stock"
 )
 
-// The waiting room's routes (ROOM-API.md, docs/DESIGN.md "Waiting room").
+// The waiting room's routes (docs/API.md and docs/DESIGN.md, "Waiting room").
 
 // Rooms runs the waiting rooms; *rooms.Service implements it.
 type Rooms interface {

@@ -8,7 +8,7 @@ import (
 )
 
 // roomMetrics are the waiting rooms' (issue 21). Their item label is the
-// one exception to "no label per item": ROOM-API.md asks for it, and an
+// one exception to "no label per item": the room metrics in docs/OPERATIONS.md ask for it, and an
 // item has a room only when an admin set one up, so the label's values
 // stay few; a room turned off drops its series (RoomForget).
 type roomMetrics struct {

@@ -163,7 +163,7 @@ func endTicket(t *Ticket) {
 	}
 }
 
-// pollAfter is the advice for the next poll (ROOM-API.md).
+// pollAfter is the advice for the next poll (docs/API.md, "Waiting room").
 func pollAfter(t *Ticket, now time.Time) int64 {
 	switch {
 	case t.State == room.StateUsed, t.State == room.StateExpired, t.State == room.StateSoldOut,

@@ -18,7 +18,7 @@ import (
 // checker (seckill-draw) sees that the draw of N tickets now reads empty,
 // or that the line it observed is not the current one.
 
-// Draw is item id's public draw document (ROOM-API.md).
+// Draw is item id's public draw document (docs/API.md, "Waiting room").
 type Draw struct {
 	ItemID     int64   `json:"item_id"`
 	Lottery    bool    `json:"lottery"`

@@ -54,7 +54,7 @@ type Orders interface {
 }
 
 // Observer receives the rooms' measurements (metrics.Metrics). Item labels
-// are the contract's (ROOM-API.md): rooms are few.
+// are the metrics' (docs/OPERATIONS.md): rooms are few.
 type Observer interface {
 	RoomWaiting(item int64, n int64)
 	RoomAdmitted(item int64, n int)

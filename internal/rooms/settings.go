@@ -15,7 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/stock"
 )
 
-// Limits of a room's settings (ROOM-API.md).
+// Limits of a room's settings (docs/API.md, "Waiting room").
 const (
 	MinAdmitPerSecond     = 1
 	MaxAdmitPerSecond     = 100_000

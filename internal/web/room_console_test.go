@@ -13,7 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// roomSettings is an item's waiting room in the admin view (ROOM-API.md).
+// roomSettings is an item's waiting room in the admin view (docs/API.md, "Waiting room").
 type roomSettings struct {
 	AdmitPerSecond int64  `json:"admit_per_second"`
 	PassTTLSeconds int64  `json:"pass_ttl_seconds"`

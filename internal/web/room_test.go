@@ -22,7 +22,7 @@ var (
 	beforeStart = 20 * time.Second // time enough for two tabs to join first (3.5 s at a load average of 19 one day, 6.8-8.2 s on a slower one, 9.4-14 s and once past 14 s in a full run on 2026-11-28)
 )
 
-// ticketStatus is a ticket's status as the API answers it (ROOM-API.md).
+// ticketStatus is a ticket's status as the API answers it (docs/API.md, "Waiting room").
 type ticketStatus struct {
 	Ticket        string `json:"ticket"`
 	Number        int64  `json:"number"`

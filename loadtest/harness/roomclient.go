@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/room"
 )
 
-// passHeader carries an admitted ticket's pass on an order (ROOM-API).
+// passHeader carries an admitted ticket's pass on an order (docs/API.md).
 const passHeader = "Seckill-Pass"
 
 // Ticket states (GET /api/v1/items/{id}/queue/{ticket}).
