@@ -82,8 +82,11 @@ func TestRoomDrawEvidence(t *testing.T) {
 		if r := c.Must(t, "PUT", "/api/v1/admin/items/"+itoa(id)+"/waiting-room", map[string]any{"admit_per_second": 100}, true, nil); r.Status != http.StatusOK {
 			t.Fatalf("room again: %d %s", r.Status, r.Body)
 		}
+		// The document reads the line from Redis, then the history from the
+		// database: wait for both to show the opening (a read between the
+		// two steps of the opening shows the seed not revealed yet).
 		d = awaitDraw(t, c, id, func(d room.PublicDraw) bool {
-			return d.Commitment != c0 && len(d.History) == 2 && d.History[1].PreQueueSize != nil
+			return d.Commitment != c0 && d.Seed != "" && len(d.History) == 2 && d.History[1].PreQueueSize != nil
 		})
 		if d.Line != 2 || d.History[0].Commitment != c0 || d.History[0].Seed == "" || *d.History[0].PreQueueSize != 6 {
 			t.Errorf("history after the room was turned off and on: %+v line %d, want line 1 (c0, revealed, 6) kept", d.History, d.Line)
