@@ -63,7 +63,7 @@ go build -o "$OUT/loadtest" ./loadtest
 $MYSQL -e "CREATE DATABASE $DB"
 DSN="root@tcp(127.0.0.1:3306)/$DB?parseTime=true"
 SECKILL_ADDR=127.0.0.1:$PORT SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_MYSQL_DSN=$DSN SECKILL_REDIS_URL=$REDIS_URL \
-  SECKILL_KEY_PREFIX=$PREFIX SECKILL_RATE_USER=0 SECKILL_RATE_IP=0 SECKILL_LOG_LEVEL=error \
+  SECKILL_KEY_PREFIX=$PREFIX SECKILL_RATE_USER=0 SECKILL_RATE_IP=0 SECKILL_ROOM_RATE_IP=0 SECKILL_LOG_LEVEL=error \
   "$OUT/seckill" >"$OUT/service.log" 2>&1 &
 svc=$!
 for _ in $(seq 1 100); do curl -fs "$B/readyz" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -60,6 +60,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	}
 	rateUser, _ := ratelimit.Parse(cfg.RateUser) // validated above
 	rateIP, _ := ratelimit.Parse(cfg.RateIP)
+	if cfg.RoomRateIP == "" && cfg.RedisURL != "" {
+		cfg.RoomRateIP = DefaultRoomRateIP
+	}
+	roomRateIP, _ := ratelimit.Parse(cfg.RoomRateIP)
 	if cfg.SQLitePath == "" {
 		cfg.SQLitePath = DefaultSQLitePath
 	}
@@ -111,6 +115,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		UserLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateUser, &ratelimit.Options{Timeout: a.redisTimeout(),
 			FailedOpen: func() { a.metrics.RateLimitFailedOpen("user") }}),
 		IPLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", rateIP, &ratelimit.Options{Timeout: a.redisTimeout(),
+			FailedOpen: func() { a.metrics.RateLimitFailedOpen("ip") }}),
+		RoomIPLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", roomRateIP, &ratelimit.Options{Timeout: a.redisTimeout(),
 			FailedOpen: func() { a.metrics.RateLimitFailedOpen("ip") }})}
 	if cfg.UserJWTSecret != "" {
 		hcfg.UserJWTSecret = []byte(cfg.UserJWTSecret)
@@ -138,11 +144,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		factor, _ = parsePassFactor(cfg.RoomPassFactor) // validated above
 	}
 	if a.rooms, err = rooms.New(ctx, a.db, a.rdb, a.service, st, rooms.Config{Key: key, KeyPrefix: prefix,
-		PassFactor: factor, RedisTimeout: a.redisTimeout(), Logger: log, Observer: a.metrics}); err != nil {
+		PassFactor: factor, MaxTickets: int64(cfg.RoomMaxTickets), RedisTimeout: a.redisTimeout(), Logger: log, Observer: a.metrics}); err != nil {
 		return nil, err
 	}
 	a.rooms.Start()
 	hcfg.Rooms = a.rooms
+	hcfg.RoomRedisBudget = a.redisTimeout()
+	if cfg.RoomHumanVerifyURL != "" {
+		hcfg.HumanCheck = handler.NewHumanCheck(handler.HumanCheckConfig{URL: cfg.RoomHumanVerifyURL,
+			Secret: cfg.RoomHumanSecret, Refuse: cfg.RoomHumanAction != "log", Logger: log})
+	}
 	if cfg.RoomPoWBits > 0 {
 		if hcfg.RoomChallenge, hcfg.RoomPoW, err = roomPoW(key, cfg.RoomPoWBits, log); err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/handler"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/rooms"
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/queue"
 )
@@ -165,6 +166,18 @@ type Config struct {
 	// tests set one they move, instead of waiting for a short real
 	// timeout). Default time.Now.
 	Now func() time.Time
+	// RoomRateIP limits waiting-room joins per client address, same
+	// syntax as RateUser (SECKILL_ROOM_RATE_IP). Default "":
+	// DefaultRoomRateIP with a real Redis, off with the embedded one.
+	RoomRateIP string
+	// RoomMaxTickets bounds one room's tickets (SECKILL_ROOM_MAX_TICKETS):
+	// a room holds min(this, max(1000, 50 × the units left)). 0: the
+	// default, rooms.DefaultMaxTickets.
+	RoomMaxTickets int
+	// RoomHumanVerifyURL, RoomHumanSecret and RoomHumanAction set up the
+	// human check of joins (SECKILL_ROOM_HUMAN_VERIFY_URL, _SECRET,
+	// _ACTION refuse|log). Default "": off.
+	RoomHumanVerifyURL, RoomHumanSecret, RoomHumanAction string
 }
 
 // timeouts resolves the request, lock wait and database write bounds,
@@ -336,6 +349,19 @@ func (c *Config) settings() []setting {
 		{env: "SECKILL_ROOM_POW_BITS", flag: "room-pow-bits", help: fmt.Sprintf("proof-of-work of joining a waiting room: leading zero bits "+
 			"(0 to %d; each one doubles a browser's work, 16 is about a second) the page must find before it joins; `0` = off", room.MaxPoWBits),
 			integer: &c.RoomPoWBits, def: fmt.Sprint(DefaultRoomPoWBits)},
+		{env: "SECKILL_ROOM_MAX_TICKETS", flag: "room-max-tickets", help: fmt.Sprintf("most tickets one waiting room holds: a join past "+
+			"min(this, max(%d, %d × the units left)) is 409 `room_full` (a user with a ticket gets it back); 1 to %d", rooms.MinRoomTickets, rooms.TicketsPerUnit, maxRoomMaxTickets),
+			integer: &c.RoomMaxTickets, def: fmt.Sprint(rooms.DefaultMaxTickets)},
+		{env: "SECKILL_ROOM_HUMAN_VERIFY_URL", flag: "room-human-verify-url", help: "a Turnstile/hCaptcha-style verify endpoint: every join must carry " +
+			"`\"human\": {\"token\"}`, which the service posts there (with the secret and the client's address) before giving a place", str: &c.RoomHumanVerifyURL,
+			doc: "empty: off"},
+		{env: "SECKILL_ROOM_HUMAN_SECRET", flag: "room-human-secret", help: "the verify endpoint's secret key", str: &c.RoomHumanSecret,
+			doc: "empty (required with the verify URL)"},
+		{env: "SECKILL_ROOM_HUMAN_ACTION", flag: "room-human-action", help: "`refuse` (a failed check is 403 `human_check_failed`, a verifier that " +
+			"cannot answer 503) or `log` (logged, and the join admitted)", str: &c.RoomHumanAction, def: "refuse"},
+		{env: "SECKILL_ROOM_RATE_IP", flag: "room-rate-ip", help: "waiting-room joins per client address, same syntax as `SECKILL_RATE_USER`; `0` = off " +
+			"(raise it when many buyers share an address, e.g. behind a carrier NAT)", str: &c.RoomRateIP,
+			doc: "`" + DefaultRoomRateIP + "` (burst 20) with a real Redis; off with the embedded one"},
 	}
 }
 
@@ -489,6 +515,23 @@ func (c *Config) Validate() error {
 	}
 	if _, err := ratelimit.Parse(c.RateIP); err != nil {
 		problems = append(problems, fmt.Errorf("SECKILL_RATE_IP=%w", err))
+	}
+	if c.RoomHumanVerifyURL != "" {
+		if u, err := url.Parse(c.RoomHumanVerifyURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			problems = append(problems, fmt.Errorf("SECKILL_ROOM_HUMAN_VERIFY_URL=%q: want an http(s) URL", c.RoomHumanVerifyURL))
+		}
+		if c.RoomHumanSecret == "" {
+			problems = append(problems, errors.New("SECKILL_ROOM_HUMAN_VERIFY_URL needs SECKILL_ROOM_HUMAN_SECRET"))
+		}
+	}
+	if c.RoomHumanAction != "" && c.RoomHumanAction != "refuse" && c.RoomHumanAction != "log" {
+		problems = append(problems, fmt.Errorf("SECKILL_ROOM_HUMAN_ACTION=%q: want refuse or log", c.RoomHumanAction))
+	}
+	if c.RoomMaxTickets < 0 || c.RoomMaxTickets > maxRoomMaxTickets {
+		problems = append(problems, fmt.Errorf("SECKILL_ROOM_MAX_TICKETS=%d: want 1 to %d", c.RoomMaxTickets, maxRoomMaxTickets))
+	}
+	if _, err := ratelimit.Parse(c.RoomRateIP); err != nil {
+		problems = append(problems, fmt.Errorf("SECKILL_ROOM_RATE_IP=%w", err))
 	}
 	if c.UserJWTSecret != "" && len(c.UserJWTSecret) < 32 {
 		problems = append(problems, errors.New("SECKILL_USER_JWT_SECRET must be at least 32 bytes"))

@@ -207,7 +207,8 @@ func realBackends(b testenv.Backend) backends {
 
 // env is the configuration every process of a test gets: the shared
 // backends, the test admin token, a short claim idle time (the floor, 5s,
-// unless the test sets one), no per-user rate limit (the load reuses users on purpose), plus
+// unless the test sets one), no per-user rate limit (the load reuses users on purpose) and no
+// limit of room joins per address (every client is on loopback), plus
 // extra.
 func (be backends) env(extra map[string]string) map[string]string {
 	env := map[string]string{
@@ -217,6 +218,7 @@ func (be backends) env(extra map[string]string) map[string]string {
 		"SECKILL_ADMIN_TOKEN":      apptest.Token,
 		"SECKILL_CLAIM_IDLE":       "5s",
 		"SECKILL_RATE_USER":        "0",
+		"SECKILL_ROOM_RATE_IP":     "0", // every load client is on loopback
 		"SECKILL_LOG_FORMAT":       "json",
 		"SECKILL_LOG_LEVEL":        "info",
 		"SECKILL_SHUTDOWN_TIMEOUT": "2s",

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -83,23 +84,31 @@ func decodeStrict(body []byte, dst any) error {
 	if dec.More() {
 		return errors.New("the body must hold exactly one JSON object")
 	}
-	return checkMemberNames(body, jsonNames(reflect.TypeOf(dst).Elem()))
+	return checkMemberNames(body, reflect.TypeOf(dst))
 }
 
 // checkMemberNames walks a valid JSON document's tokens and refuses a
 // member name that appears twice in one object, at any depth, and a name
-// of the top object that is not exactly one of fields.
-func checkMemberNames(body []byte, fields map[string]bool) error {
-	type object struct {
+// that is not exactly one of its struct's json names, in the top object and
+// in every object the struct types describe (a nested struct, or one in a
+// slice): encoding/json matches those without case at every depth. Objects
+// decoded into a map or an interface are free-form.
+func checkMemberNames(body []byte, top reflect.Type) error {
+	type level struct {
+		object  bool
 		seen    map[string]bool
+		fields  map[string]reflect.Type // nil: any name
 		wantKey bool
+		next    reflect.Type // the type of the value that comes next (nil: free-form)
 	}
-	var stack []*object // nil entries are arrays
+	var stack []*level
 	valueDone := func() {
-		if n := len(stack); n > 0 && stack[n-1] != nil {
+		if n := len(stack); n > 0 && stack[n-1].object {
 			stack[n-1].wantKey = true
+			stack[n-1].next = nil
 		}
 	}
+	next := top // the type of the document's value
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	for {
@@ -110,25 +119,33 @@ func checkMemberNames(body []byte, fields map[string]bool) error {
 		if err != nil {
 			return errors.New("malformed JSON")
 		}
-		if n := len(stack); n > 0 && stack[n-1] != nil && stack[n-1].wantKey {
-			top := stack[n-1]
-			if name, ok := tok.(string); ok {
-				switch {
-				case top.seen[name]:
-					return fmt.Errorf("field %q appears more than once", name)
-				case n == 1 && !fields[name]:
-					return fmt.Errorf("unknown field %q (field names are case-sensitive)", name)
+		if n := len(stack); n > 0 {
+			if top := stack[n-1]; top.object && top.wantKey {
+				if name, ok := tok.(string); ok {
+					ft, known := top.fields[name]
+					switch {
+					case top.seen[name]:
+						return fmt.Errorf("field %q appears more than once", name)
+					case top.fields != nil && !known:
+						return fmt.Errorf("unknown field %q (field names are case-sensitive)", name)
+					}
+					top.seen[name] = true
+					top.wantKey = false
+					top.next = ft
+					continue
 				}
-				top.seen[name] = true
-				top.wantKey = false
-				continue
 			}
+			next = stack[n-1].next
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &object{seen: map[string]bool{}, wantKey: true})
+			stack = append(stack, &level{object: true, seen: map[string]bool{}, fields: structFields(next), wantKey: true})
 		case json.Delim('['):
-			stack = append(stack, nil)
+			var elem reflect.Type
+			if t := deref(next); t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+				elem = t.Elem()
+			}
+			stack = append(stack, &level{next: elem})
 		case json.Delim('}'), json.Delim(']'):
 			stack = stack[:len(stack)-1]
 			valueDone()
@@ -138,9 +155,30 @@ func checkMemberNames(body []byte, fields map[string]bool) error {
 	}
 }
 
-// jsonNames lists the member names encoding/json uses for struct type t.
-func jsonNames(t reflect.Type) map[string]bool {
-	names := map[string]bool{}
+// deref is t without its pointers (nil for nil).
+func deref(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// structFields is the json names and types of the struct t (through
+// pointers) decodes an object into; nil when t is not such a struct.
+func structFields(t reflect.Type) map[string]reflect.Type {
+	t = deref(t)
+	if t == nil || t.Kind() != reflect.Struct || t == timeType {
+		return nil
+	}
+	return jsonNames(t)
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// jsonNames lists the member names encoding/json uses for struct type t,
+// with their types.
+func jsonNames(t reflect.Type) map[string]reflect.Type {
+	names := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -153,7 +191,7 @@ func jsonNames(t reflect.Type) map[string]bool {
 		case "":
 			name = f.Name
 		}
-		names[name] = true
+		names[name] = f.Type
 	}
 	return names
 }
@@ -169,25 +207,38 @@ func jsonProblem(err error) string {
 		if typeErr.Field == "" {
 			return "the body must be a JSON object"
 		}
-		return fmt.Sprintf("%s must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
+		return fmt.Sprintf("%s must be %s", typeErr.Field, jsonKind(typeErr.Type))
 	case errors.As(err, &syntaxErr):
 		return fmt.Sprintf("malformed JSON at byte %d", syntaxErr.Offset)
 	case strings.HasPrefix(err.Error(), "json: unknown field"):
 		return strings.TrimPrefix(err.Error(), "json: ")
-	case strings.Contains(err.Error(), "parsing time"):
+	case strings.Contains(err.Error(), "parsing time"), strings.Contains(err.Error(), "Time.UnmarshalJSON"):
 		return "times must be RFC 3339, e.g. 2026-11-22T10:00:00Z"
 	}
 	return "malformed JSON"
 }
 
-func jsonKind(kind string) string {
-	switch kind {
-	case "int64", "int", "int32":
-		return "an integer in range"
-	case "string":
-		return "a string"
-	case "ptr", "struct":
+// jsonKind names the JSON a Go type t takes, for an error message.
+func jsonKind(t reflect.Type) string {
+	t = deref(t)
+	switch {
+	case t == timeType:
 		return "an RFC 3339 time string"
+	case t.Kind() == reflect.Struct, t.Kind() == reflect.Map:
+		return "a JSON object"
+	case t.Kind() == reflect.Slice, t.Kind() == reflect.Array:
+		return "a JSON array"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer in range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
 	}
 	return "of another type"
 }

@@ -38,15 +38,17 @@ const (
 	CodeUnavailable         = "unavailable"
 	CodeInternal            = "internal"
 	// The waiting room's (docs/API.md, "Waiting room").
-	CodeNoWaitingRoom = "no_waiting_room"
-	CodeRoomOpened    = "room_opened"
-	CodePassRequired  = "pass_required"
-	CodePassInvalid   = "pass_invalid"
-	CodePassExpired   = "pass_expired"
-	CodePassWrongUser = "pass_wrong_user"
-	CodePassWrongItem = "pass_wrong_item"
-	CodePoWRequired   = "pow_required"
-	CodePoWInvalid    = "pow_invalid"
+	CodeNoWaitingRoom    = "no_waiting_room"
+	CodeRoomOpened       = "room_opened"
+	CodeRoomFull         = "room_full"
+	CodePassRequired     = "pass_required"
+	CodePassInvalid      = "pass_invalid"
+	CodePassExpired      = "pass_expired"
+	CodePassWrongUser    = "pass_wrong_user"
+	CodePassWrongItem    = "pass_wrong_item"
+	CodePoWRequired      = "pow_required"
+	CodePoWInvalid       = "pow_invalid"
+	CodeHumanCheckFailed = "human_check_failed"
 )
 
 // errorKinds maps domain errors to status, code and a message, in the order
@@ -58,6 +60,9 @@ var errorKinds = []struct {
 	msg    string
 }{
 	{stock.ErrInvalid, http.StatusBadRequest, CodeInvalidRequest, ""},
+	// The room's own check of its arguments: the handler validates first,
+	// so this is a backstop, but bad input is a 400 wherever it is caught.
+	{room.ErrInvalid, http.StatusBadRequest, CodeInvalidRequest, ""},
 	{stock.ErrNotFound, http.StatusNotFound, CodeNotFound, "not found"},
 	{stock.ErrSoldOut, http.StatusConflict, CodeSoldOut, "the item is sold out"},
 	{stock.ErrAlreadyPurchased, http.StatusConflict, CodeAlreadyPurchased, "this user has already bought this item"},
@@ -74,6 +79,7 @@ var errorKinds = []struct {
 	{errRateLimited, http.StatusTooManyRequests, CodeRateLimited, "too many requests; retry after the time in Retry-After"},
 	{rooms.ErrNoWaitingRoom, http.StatusConflict, CodeNoWaitingRoom, "the item has no waiting room"},
 	{rooms.ErrRoomOpened, http.StatusConflict, CodeRoomOpened, "the waiting room has opened or has tickets: lottery can no longer change"},
+	{rooms.ErrRoomFull, http.StatusConflict, CodeRoomFull, "the waiting room holds as many tickets as it may: no new place is given (a user who has a ticket keeps it)"},
 	{room.ErrPassMissing, http.StatusForbidden, CodePassRequired, "this item's sale has a waiting room: the order needs the Seckill-Pass header from an admitted ticket"},
 	{stock.ErrPassRequired, http.StatusForbidden, CodePassRequired, "this item's sale has a waiting room: the order needs the Seckill-Pass header from an admitted ticket"},
 	{room.ErrPassExpired, http.StatusForbidden, CodePassExpired, "the pass has expired"},
@@ -83,6 +89,7 @@ var errorKinds = []struct {
 	{room.ErrPassRejected, http.StatusForbidden, CodePassInvalid, "the pass is forged or malformed"},
 	{errPoWRequired, http.StatusForbidden, CodePoWRequired, "this waiting room needs a proof-of-work: get a challenge and solve it"},
 	{errPoWInvalid, http.StatusForbidden, CodePoWInvalid, "the proof-of-work does not verify"},
+	{errHumanCheckFailed, http.StatusForbidden, CodeHumanCheckFailed, "this waiting room needs a human check: the join's human token is missing or the verifier refused it"},
 	{stock.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable, "the service is temporarily unavailable; retry shortly"},
 }
 

@@ -63,6 +63,9 @@ type Config struct {
 	// UserLimit and IPLimit limit orders per user and per client address.
 	// Default nil: off.
 	UserLimit, IPLimit *ratelimit.Limiter
+	// RoomIPLimit limits waiting-room joins per client address (nil: the
+	// joins share IPLimit's budget, under their own keys).
+	RoomIPLimit *ratelimit.Limiter
 	// UserJWTSecret, when set, makes orders take their user from an HS256
 	// bearer token's "sub" and shows an order only to its owner.
 	UserJWTSecret []byte
@@ -89,6 +92,16 @@ type Config struct {
 	// off; set both or neither.
 	RoomPoW       PoWCheck
 	RoomChallenge PoWIssue
+	// RoomRedisBudget bounds the Redis steps of one room request together
+	// (join, challenge, status, draw; each event of a ticket's stream): the
+	// item view's read, the rate limit and the room's own call share it, so
+	// a stalled Redis answers 503 within it, not within one timeout a
+	// step. The app sets SECKILL_REDIS_TIMEOUT. Default 0: no shared bound
+	// (each step has its own).
+	RoomRedisBudget time.Duration
+	// HumanCheck checks a join's human token (SECKILL_ROOM_HUMAN_VERIFY_URL,
+	// see NewHumanCheck). Default nil: off.
+	HumanCheck HumanCheck
 }
 
 // MaxBodyBytes caps request bodies; a larger one gets 413.
@@ -185,11 +198,11 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	api := pub.Group("/api/v1")
 	get(api, "/items/:id", h.publicItem)
 	api.POST("/items/:id/orders", h.tallyOrders, h.placeOrder)
-	api.POST("/items/:id/queue", h.joinQueue)
-	get(api, "/items/:id/queue/challenge", h.queueChallenge)
-	get(api, "/items/:id/queue/:ticket", h.queueStatus)
-	get(api, "/items/:id/queue/:ticket/events", h.queueEvents)
-	get(api, "/items/:id/draw", h.roomDraw)
+	api.POST("/items/:id/queue", h.roomBudget, h.joinQueue)
+	get(api, "/items/:id/queue/challenge", h.roomBudget, h.queueChallenge)
+	get(api, "/items/:id/queue/:ticket", h.roomBudget, h.queueStatus)
+	get(api, roomEventsPath[len("/api/v1"):], h.queueEvents) // a budget an event
+	get(api, "/items/:id/draw", h.roomBudget, h.roomDraw)
 	get(api, "/orders/:id", h.getOrder)
 	api.POST("/orders/:id/pay", h.payOrder)
 	api.POST("/orders/:id/cancel", h.cancelOrder)
@@ -244,7 +257,13 @@ func (h *Handler) frame(c *gin.Context) {
 	id := h.ids.id(c.Request.Header.Values(RequestIDHeader))
 	c.Header(RequestIDHeader, id)
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
-	ctx, cancel := context.WithTimeout(context.WithValue(c.Request.Context(), requestIDKey{}, id), h.cfg.RequestTimeout)
+	timeout := h.cfg.RequestTimeout
+	if c.FullPath() == roomEventsPath {
+		// A ticket's stream is bounded by its own minute (roomevents.go),
+		// not by the request timeout, which would cut it after seconds.
+		timeout = max(timeout, roomEventsMaxStream+liveMargin)
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(c.Request.Context(), requestIDKey{}, id), timeout)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
 	if c.Request.Method == http.MethodHead {

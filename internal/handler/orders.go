@@ -73,20 +73,28 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		return
 	}
 	// A roomed item's order needs a pass: checked in the process, first.
-	ticket, passed, ok := h.checkPass(c, oreq)
+	ticket, passed, replay, ok := h.checkPass(c, oreq)
 	if !ok {
 		return
 	}
-	oreq.Pass = passed
 	// The per-user limit guards the path that can sell. An item this process
 	// knows is sold out, and a user it knows has bought (without a key, which
 	// must find its order), are refused from memory, cheaper than the limiter.
-	if !h.shop.KnownSoldOut(id) && (oreq.IdempotencyKey != "" || !h.shop.KnownPurchased(id, user)) {
+	// A pass-less retry's database read (replay) always waits for it: a
+	// fresh key is free to make.
+	if replay != nil || (!h.shop.KnownSoldOut(id) && (oreq.IdempotencyKey != "" || !h.shop.KnownPurchased(id, user))) {
 		if err := h.limit(c, h.cfg.UserLimit, "user", user); err != nil {
 			h.writeError(c, err)
 			return
 		}
 	}
+	if replay != nil {
+		if !h.replayable(c, oreq, replay) {
+			return
+		}
+		passed = true
+	}
+	oreq.Pass = passed
 	o, replayed, err := h.shop.PlaceOrder(c.Request.Context(), oreq)
 	if err != nil {
 		if h.cfg.Rooms != nil && errors.Is(err, stock.ErrPassRequired) {

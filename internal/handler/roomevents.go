@@ -1,12 +1,15 @@
 package handler
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/internal/rooms"
 )
 
 // The Server-Sent Events form of a ticket's status (docs/API.md, "Waiting room"):
@@ -21,6 +24,9 @@ const (
 	roomEventsMinGap     = 500 * time.Millisecond
 )
 
+// roomEventsPath is the stream's route: frame gives it its own time.
+const roomEventsPath = "/api/v1/items/:id/queue/:ticket/events"
+
 var roomEventStreams atomic.Int64
 
 func (h *Handler) queueEvents(c *gin.Context) {
@@ -30,13 +36,22 @@ func (h *Handler) queueEvents(c *gin.Context) {
 		return
 	}
 	defer roomEventStreams.Add(-1)
+	ctx := c.Request.Context()
+	ticket := c.Param("ticket")
+	// The first read, as a poll: one Redis budget for its steps.
+	first, cancel := h.eventBudget(ctx)
+	c.Request = c.Request.WithContext(first)
 	v, ok := h.roomItem(c)
+	var t *rooms.Ticket
+	var err error
+	if ok {
+		t, err = h.cfg.Rooms.Status(first, v, ticket) // a bad ticket is a plain JSON error
+	}
+	cancel()
+	c.Request = c.Request.WithContext(ctx)
 	if !ok {
 		return
 	}
-	ctx := c.Request.Context()
-	ticket := c.Param("ticket")
-	t, err := h.cfg.Rooms.Status(ctx, v, ticket) // a bad ticket is a plain JSON error
 	if err != nil {
 		h.writeError(c, err)
 		return
@@ -45,6 +60,9 @@ func (h *Handler) queueEvents(c *gin.Context) {
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-liveMargin).Before(end) {
 		end = dl.Add(-liveMargin)
 	}
+	// The server's write timeout (SECKILL_REQUEST_TIMEOUT + 10 s) would cut
+	// the connection before the minute: this stream sets its own.
+	_ = http.NewResponseController(c.Writer).SetWriteDeadline(end.Add(liveMargin))
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-store")
 	c.Header("X-Accel-Buffering", "no")
@@ -67,9 +85,11 @@ func (h *Handler) queueEvents(c *gin.Context) {
 			return
 		case <-time.After(gap):
 		}
-		if v, err = h.shop.ItemView(ctx, v.ID); err == nil {
-			t, err = h.cfg.Rooms.Status(ctx, v, ticket)
+		step, cancel := h.eventBudget(ctx)
+		if v, err = h.itemViewIn(step, v.ID); err == nil {
+			t, err = h.cfg.Rooms.Status(step, v, ticket)
 		}
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -80,4 +100,12 @@ func (h *Handler) queueEvents(c *gin.Context) {
 			return
 		}
 	}
+}
+
+// eventBudget bounds one event's reads as a poll's (RoomRedisBudget).
+func (h *Handler) eventBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+	if h.cfg.RoomRedisBudget <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, h.cfg.RoomRedisBudget)
 }

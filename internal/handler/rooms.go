@@ -3,6 +3,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -104,16 +105,30 @@ type powJSON struct {
 	Nonce     string `json:"nonce"`
 }
 
+type humanJSON struct {
+	Token string `json:"token"`
+}
+
 type joinRequest struct {
-	UserID *string  `json:"user_id"`
-	PoW    *powJSON `json:"pow"`
+	UserID *string    `json:"user_id"`
+	PoW    *powJSON   `json:"pow"`
+	Human  *humanJSON `json:"human"`
 }
 
 // roomUser is the request's user: the token's in JWT mode, else the body's
 // user_id (req may be nil for a route without a body).
 func (h *Handler) roomUser(c *gin.Context, bodyUser *string) (string, error) {
 	if h.tokenMode() {
-		return h.tokenUser(c)
+		user, err := h.tokenUser(c)
+		if err != nil {
+			return "", err
+		}
+		// The token is genuine, but its issuer's ids need not be ours: the
+		// order path refuses the same sub with the same 400.
+		if !stock.ValidUserID(user) {
+			return "", stock.Invalidf("the token's sub must be 1 to %d printable ASCII characters", stock.MaxUserIDLen)
+		}
+		return user, nil
 	}
 	if bodyUser == nil {
 		return "", stock.Invalidf("user_id is required")
@@ -124,6 +139,29 @@ func (h *Handler) roomUser(c *gin.Context, bodyUser *string) (string, error) {
 	return *bodyUser, nil
 }
 
+// roomBudget gives a room request's Redis steps one deadline,
+// RoomRedisBudget from now: the item view's gate read, a rate limit and the
+// room's call each wait at most the Redis timeout, so, in turn, a stalled
+// Redis cost their sum (redteam #8: 2 s at the 1 s default); sharing it,
+// the step after one that waited gets what is left and the request answers
+// 503 within the one budget.
+func (h *Handler) roomBudget(c *gin.Context) {
+	if h.cfg.RoomRedisBudget <= 0 {
+		return
+	}
+	if h.cfg.HumanCheck != nil { // a map write: only when it is used
+		c.Set(roomBaseCtxKey, c.Request.Context())
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), h.cfg.RoomRedisBudget)
+	defer cancel()
+	c.Request = c.Request.WithContext(ctx)
+	c.Next()
+}
+
+// roomBaseCtxKey holds the request's context before roomBudget bounded it,
+// for a step that is no Redis call (the human check).
+const roomBaseCtxKey = "seckill.roomBase"
+
 // roomItem is the public view of the path's item, for the room routes.
 func (h *Handler) roomItem(c *gin.Context) (*stock.ItemView, bool) {
 	id, err := pathID(c)
@@ -131,7 +169,7 @@ func (h *Handler) roomItem(c *gin.Context) (*stock.ItemView, bool) {
 		h.writeError(c, err)
 		return nil, false
 	}
-	v, err := h.shop.ItemView(c.Request.Context(), id)
+	v, err := h.itemViewIn(c.Request.Context(), id)
 	if err != nil {
 		h.writeError(c, err)
 		return nil, false
@@ -143,10 +181,24 @@ func (h *Handler) roomItem(c *gin.Context) (*stock.ItemView, bool) {
 	return v, true
 }
 
+// itemViewIn is the item's view, or, when ctx ran out before it was read
+// (the room's Redis budget spent by a stalled gate), ErrUnavailable.
+func (h *Handler) itemViewIn(ctx context.Context, id int64) (*stock.ItemView, error) {
+	v, err := h.shop.ItemView(ctx, id)
+	if err != nil && (errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) && !errors.Is(err, stock.ErrUnavailable) {
+		return nil, fmt.Errorf("item view: %w: %w", stock.ErrUnavailable, err)
+	}
+	return v, err
+}
+
 // joinQueue gives the user a place in the item's line (or the one it has).
 func (h *Handler) joinQueue(c *gin.Context) {
-	if h.cfg.IPLimit != nil { // the key costs an address parse: only when it is used
-		if err := h.limit(c, h.cfg.IPLimit, "ip", "join:"+c.RemoteIP()); err != nil {
+	limit := h.cfg.RoomIPLimit
+	if limit == nil {
+		limit = h.cfg.IPLimit
+	}
+	if limit != nil { // the key costs an address parse: only when it is used
+		if err := h.limit(c, limit, "ip", "join:"+c.RemoteIP()); err != nil {
 			h.writeError(c, err)
 			return
 		}
@@ -192,6 +244,28 @@ func (h *Handler) joinQueue(c *gin.Context) {
 		if err := h.cfg.RoomPoW(v.ID, user, req.PoW.Challenge, req.PoW.Nonce); err != nil {
 			h.writeError(c, errors.Join(errPoWInvalid, err))
 			return
+		}
+	}
+	// The human check (off unless configured), last: it is a call to
+	// another service. It has its own timeout, and the join's Redis step a
+	// budget of its own after it.
+	if h.cfg.HumanCheck != nil {
+		base := c.Request.Context()
+		if b, ok := c.Get(roomBaseCtxKey); ok {
+			base = b.(context.Context)
+		}
+		token := ""
+		if req.Human != nil {
+			token = req.Human.Token
+		}
+		if err := h.cfg.HumanCheck(base, token, c.RemoteIP()); err != nil {
+			h.writeError(c, err)
+			return
+		}
+		if h.cfg.RoomRedisBudget > 0 {
+			ctx, cancel := context.WithTimeout(base, h.cfg.RoomRedisBudget)
+			defer cancel()
+			c.Request = c.Request.WithContext(ctx)
 		}
 	}
 	t, err := h.cfg.Rooms.Join(c.Request.Context(), v, user)
@@ -279,13 +353,16 @@ func (h *Handler) deleteWaitingRoom(c *gin.Context) {
 // own check for a room), or false once it has answered a refusal. A keyed
 // retry of an order already taken under that key passes with its pass
 // expired since, or with none when the order was placed before the room
-// was turned on (its answer is replayed). An item not known here to have a room may have had
-// one set up on another instance a moment ago: a valid pass counts there
-// too, and a missing or bad one is left for the sale to refuse if the room
-// is on (see passRefused).
-func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int64, passed, ok bool) {
+// was turned on (its answer is replayed): that takes a database read, so
+// checkPass only says it is to be made (replay, the refusal if it finds no
+// such order) and the caller makes it with replayable after the rate
+// limits. An item not known here to have a room may have had one set up
+// on another instance a moment ago: a valid pass counts there too, and a
+// missing or bad one is left for the sale to refuse if the room is on (see
+// passRefused).
+func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int64, passed bool, replay error, ok bool) {
 	if h.cfg.Rooms == nil {
-		return 0, false, true
+		return 0, false, nil, true
 	}
 	if !h.cfg.Rooms.Roomed(req.ItemID) {
 		// Read as strictly as for a roomed item: given twice is 400 here
@@ -293,35 +370,45 @@ func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int6
 		pass, err := singleHeader(c, PassHeader)
 		if err != nil {
 			h.writeError(c, err)
-			return 0, false, false
+			return 0, false, nil, false
 		}
 		if pass == "" {
-			return 0, false, true
+			return 0, false, nil, true
 		}
 		if p, err := h.cfg.Rooms.VerifyPass(req.ItemID, req.UserID, pass); err == nil {
-			return p.Ticket, true, true
+			return p.Ticket, true, nil, true
 		}
-		return 0, false, true
+		return 0, false, nil, true
 	}
 	pass, err := singleHeader(c, PassHeader)
 	if err != nil {
 		h.writeError(c, err)
-		return 0, false, false
+		return 0, false, nil, false
 	}
 	p, err := h.cfg.Rooms.CheckPass(req.ItemID, req.UserID, pass)
 	if err == nil {
-		return p.Ticket, true, true
+		return p.Ticket, true, nil, true
 	}
 	// Only a genuine pass that has expired, or none (an order placed under
 	// the key before the room was turned on carried none), can be a
 	// retry's: the database is not asked on behalf of forged ones, nor of
 	// a pass-less order without a key.
-	if (errors.Is(err, room.ErrPassExpired) || errors.Is(err, room.ErrPassMissing)) &&
-		h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
-		return 0, true, true
+	if req.IdempotencyKey != "" && (errors.Is(err, room.ErrPassExpired) || errors.Is(err, room.ErrPassMissing)) {
+		return 0, false, err, true
 	}
 	h.writeError(c, err)
-	return 0, false, false
+	return 0, false, nil, false
+}
+
+// replayable finishes checkPass's replay: whether the user has an order of
+// the item under the request's key (the order then passes, to be
+// replayed); if not it has answered refusal.
+func (h *Handler) replayable(c *gin.Context, req stock.OrderRequest, refusal error) bool {
+	if h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
+		return true
+	}
+	h.writeError(c, refusal)
+	return false
 }
 
 // passRefused is the answer to an order the sale refused for want of a

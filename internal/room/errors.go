@@ -47,6 +47,9 @@ var (
 	// a negative rate...). Nothing was changed.
 	ErrInvalid = errors.New("room: invalid argument")
 
+	// ErrFull: the room holds as many tickets as it may (JoinManyCapped);
+	// a user without one gets none.
+	ErrFull = errors.New("room: full")
 	// ErrNoRoom: the item has no waiting room (never set up, or deleted).
 	ErrNoRoom = errors.New("room: no waiting room for this item")
 

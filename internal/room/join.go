@@ -32,9 +32,17 @@ type JoinResult struct {
 // nobody's answer is known; the joins may still have run, and joining
 // again finds the same places.
 func (r *Room) JoinMany(ctx context.Context, users []string, now time.Time) ([]JoinResult, error) {
+	return r.JoinManyCapped(ctx, users, now, 0)
+}
+
+// JoinManyCapped is JoinMany in a room that holds at most maxTickets
+// tickets (0: no bound): past it a user without a ticket is refused
+// ErrFull, one with a ticket still gets theirs. The script checks the
+// bound with the count, so concurrent joins never pass it together.
+func (r *Room) JoinManyCapped(ctx context.Context, users []string, now time.Time, maxTickets int64) ([]JoinResult, error) {
 	res := make([]JoinResult, len(users))
-	args := make([]any, 1, len(users)+1)
-	args[0] = now.UnixMilli()
+	args := make([]any, 2, len(users)+2)
+	args[0], args[1] = now.UnixMilli(), max(0, maxTickets)
 	for i, u := range users {
 		if !stock.ValidUserID(u) {
 			res[i].Err = fmt.Errorf("%w: user id %q", ErrInvalid, u)
@@ -42,7 +50,7 @@ func (r *Room) JoinMany(ctx context.Context, users []string, now time.Time) ([]J
 		}
 		args = append(args, u)
 	}
-	if len(args) == 1 {
+	if len(args) == 2 {
 		return res, nil
 	}
 	k := r.k
@@ -73,7 +81,7 @@ func (r *Room) JoinMany(ctx context.Context, users []string, now time.Time) ([]J
 		hdr, _ = reply[0].([]any)
 		entries, _ = reply[1].([]any)
 	}
-	if len(hdr) != 4 || len(entries) != len(args)-1 {
+	if len(hdr) != 4 || len(entries) != len(args)-2 {
 		return nil, unavailable(fmt.Errorf("unexpected join script reply %v", v))
 	}
 	drawn, head, rate := hdr[0].(int64) == 1, hdr[1].(int64), hdr[2].(int64)
@@ -92,6 +100,13 @@ func (r *Room) JoinMany(ctx context.Context, users []string, now time.Time) ([]J
 			}
 		case []any:
 			res[i].Status, res[i].Err = r.status(e, now)
+		case string:
+			if e != "full" {
+				return nil, unavailable(fmt.Errorf("unexpected join script reply %v", v))
+			}
+			res[i].Err = ErrFull
+			j++
+			continue
 		default:
 			return nil, unavailable(fmt.Errorf("unexpected join script reply %v", v))
 		}

@@ -5,11 +5,15 @@
 -- (Room.JoinMany): one round trip and one script run for all of them.
 local meta, tickets, rank, live, used, users = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local now_ms = tonumber(ARGV[1])
--- ARGV[2..]: the users.
+-- ARGV[2]: the most tickets the room may hold (0: no bound); a user who
+-- has a ticket gets it back past it, a new one gets 'full'.
+local max_tickets = tonumber(ARGV[2]) or 0
+-- ARGV[3..]: the users.
 
 -- Reply: {{drawn, head, rate, commitment}, entries}, an entry per user in
 -- order: a new ticket's number alone (its status follows from it and the
--- header: see below), or else ticket_status's reply, the ticket and the commitment. A missing or
+-- header: see below), 'full' (no new ticket: the room holds max_tickets), or else
+-- ticket_status's reply, the ticket and the commitment. A missing or
 -- closed room: 'noroom' or 'sold_out' alone, for all.
 local m = room_meta(meta)
 if not m[1] then return 'noroom' end
@@ -37,17 +41,21 @@ local function write()
 end
 -- Every user's ticket from before this call, in a few HMGETs (false: none).
 local had = {}
-for from = 2, #ARGV, 500 do
+for from = 3, #ARGV, 500 do
   local got = redis.call('HMGET', users, unpack(ARGV, from, math.min(from + 499, #ARGV)))
   for k = 1, #got do had[from + k - 1] = got[k] end
 end
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local user = ARGV[i]
   local t, old = fresh[user], had[i] -- at most one is set
   if t then
     -- Named again in this call: as ticket_status would answer it (more
     -- tickets wait now than when it was taken).
-    out[i - 1] = {'waiting', drawn * (t - head), user, 0, rate, seq - head, drawn, t, m[7]}
+    out[i - 2] = {'waiting', drawn * (t - head), user, 0, rate, seq - head, drawn, t, m[7]}
+  elseif not old and max_tickets > 0 and seq >= max_tickets then
+    -- The bound on a room's tickets (and so its Redis memory), checked
+    -- here with the count it guards: no two joins pass it together.
+    out[i - 2] = 'full'
   elseif not old then
     seq = seq + 1
     fresh[user] = seq
@@ -55,13 +63,13 @@ for i = 2, #ARGV do
     new_users[n + 1], new_users[n + 2] = user, seq
     new_tickets[n + 1], new_tickets[n + 2] = seq, user
     if n + 2 >= 1000 then write() end -- unpack's bound
-    out[i - 1] = seq
+    out[i - 2] = seq
   else
     m[6] = seq
     local st = ticket_status(m, tickets, rank, live, used, old, now_ms)
     table.insert(st, tonumber(old))
     table.insert(st, m[7])
-    out[i - 1] = st
+    out[i - 2] = st
   end
 end
 write()

@@ -56,7 +56,7 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 			e.setEpoch(st.Epoch)
 		}
 	}
-	st, now, err := e.joins.join(ctx, user) // bounded by RedisTimeout
+	st, now, err := e.joins.join(ctx, user, s.maxTickets(v)) // bounded by RedisTimeout
 
 	if errors.Is(err, room.ErrNoRoom) {
 		e.lost()
@@ -75,8 +75,9 @@ func (s *Service) Join(ctx context.Context, v *stock.ItemView, user string) (*Ti
 //
 // A ticket that verifies for a room this process does not know yet was
 // issued by another instance that knew it first (rooms are reloaded every
-// Config.Reload): the rooms are learned now (Learn, one reload for
-// concurrent callers), so a buyer polling through another instance than
+// Config.Reload): the rooms are learned now (one reload for concurrent
+// callers, at most one every minUnprovenGap; a poll in between is a 503 to
+// retry), so a buyer polling through another instance than
 // the join's is never told its ticket does not exist. Only a ticket signed
 // with the room key costs a reload: a forged one is refused first.
 func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Ticket, error) {
@@ -86,7 +87,13 @@ func (s *Service) Status(ctx context.Context, v *stock.ItemView, t string) (*Tic
 	}
 	e := s.entry(v.ID)
 	if e == nil {
-		s.Learn(ctx, v.ID)
+		// Anyone can get a signed ticket by joining, so its room turned off
+		// must not make each poll a database read: as for joins, one reload
+		// every minUnprovenGap, and the polls in between retry (503: a 404
+		// would stop a buyer whose room another instance just made).
+		if !s.learnThrottled(ctx, v.ID) {
+			return nil, errNotLearned
+		}
 		if e = s.entry(v.ID); e == nil {
 			return nil, stock.ErrNotFound
 		}

@@ -2,9 +2,11 @@ package rooms
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/seckill/seckill/internal/room"
+	"github.com/seckill/seckill/internal/stock"
 )
 
 // What this process knows of the rooms (Roomed) is a copy, reloaded every
@@ -57,17 +59,27 @@ const minUnprovenGap = 100 * time.Millisecond
 // refused order or a signed ticket does), so at most one such reload
 // happens every minUnprovenGap: joins of items without a room cannot make
 // every request a database read.
-func (s *Service) LearnUnproven(ctx context.Context, id int64) {
+func (s *Service) LearnUnproven(ctx context.Context, id int64) { s.learnThrottled(ctx, id) }
+
+// learnThrottled is LearnUnproven; false: a reload ran less than
+// minUnprovenGap ago, and this call did not reload.
+func (s *Service) learnThrottled(ctx context.Context, id int64) bool {
 	if s.Roomed(id) {
-		return
+		return true
 	}
 	now := s.cfg.Now().UnixNano()
 	last := s.unproven.Load()
 	if now-last < int64(minUnprovenGap) || !s.unproven.CompareAndSwap(last, now) {
-		return
+		return false
 	}
 	s.Learn(ctx, id)
+	return true
 }
+
+// errNotLearned: a signed ticket's room is not known here, and the rooms
+// were reloaded too recently to look again (learnThrottled); the poll is
+// retried.
+var errNotLearned = fmt.Errorf("waiting room: %w: the ticket's room is not known here yet; retry", stock.ErrUnavailable)
 
 // VerifyPass verifies pass for item id and user like CheckPass, without
 // counting a rejection: for an order of an item not known here to have a

@@ -55,6 +55,7 @@ type joinBatcher struct {
 type joinCall struct {
 	ctx  context.Context
 	user string
+	max  int64       // the room's bound on tickets as this join saw it (0: none)
 	gone atomic.Bool // its caller stopped waiting
 	done chan struct{}
 	// Set before done closes.
@@ -69,8 +70,8 @@ var errShuttingDown = fmt.Errorf("waiting room: shutting down: %w", stock.ErrUna
 // join puts user in the room through the next batch and waits for the
 // answer, for ctx, or for the batcher's timeout (a timer, not a context:
 // cheaper, and a join needs no more).
-func (j *joinBatcher) join(ctx context.Context, user string) (room.Status, time.Time, error) {
-	c := &joinCall{ctx: ctx, user: user, done: make(chan struct{})}
+func (j *joinBatcher) join(ctx context.Context, user string, maxTickets int64) (room.Status, time.Time, error) {
+	c := &joinCall{ctx: ctx, user: user, max: maxTickets, done: make(chan struct{})}
 	j.mu.Lock()
 	j.queue = append(j.queue, c)
 	start := !j.sending
@@ -135,12 +136,19 @@ func (j *joinBatcher) run() {
 // send runs one batch: the joins whose callers still wait, in one call.
 func (j *joinBatcher) send(batch []*joinCall, users []string) {
 	live := batch[:0]
+	var bound int64 // the batch's: the largest its joins saw (their views differ by moments)
+	unbounded := false
 	for _, c := range batch {
 		if c.gone.Load() || c.ctx.Err() != nil {
 			continue // its caller has gone: nothing to send
 		}
 		live = append(live, c)
 		users = append(users, c.user)
+		bound = max(bound, c.max)
+		unbounded = unbounded || c.max <= 0
+	}
+	if unbounded {
+		bound = 0
 	}
 	if len(live) == 0 {
 		return
@@ -148,7 +156,7 @@ func (j *joinBatcher) send(batch []*joinCall, users []string) {
 	ctx, cancel := context.WithTimeout(j.base, j.timeout)
 	defer cancel()
 	now := j.now()
-	res, err := j.room.JoinMany(ctx, users, now)
+	res, err := j.room.JoinManyCapped(ctx, users, now, bound)
 	for i, c := range live {
 		c.at = now
 		if err != nil {

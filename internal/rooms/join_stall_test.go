@@ -25,7 +25,7 @@ func TestJoinBatchAfterStallOnePlaceEach(t *testing.T) {
 	var wg sync.WaitGroup
 	for u := range 2 * users {
 		wg.Go(func() {
-			_, _, err := j.join(context.Background(), fmt.Sprintf("s%d", u%users))
+			_, _, err := j.join(context.Background(), fmt.Sprintf("s%d", u%users), 0)
 			if !errors.Is(joinErr(err), stock.ErrUnavailable) {
 				t.Errorf("join with redis stalled: %v, want unavailable", err)
 			}
@@ -38,7 +38,7 @@ func TestJoinBatchAfterStallOnePlaceEach(t *testing.T) {
 	for u := range 2 * users {
 		wg.Go(func() {
 			user := fmt.Sprintf("s%d", u%users)
-			st, _, err := j.join(context.Background(), user)
+			st, _, err := j.join(context.Background(), user, 0)
 			if err != nil {
 				t.Errorf("join of %s after the stall: %v", user, err)
 				return
@@ -78,7 +78,7 @@ func TestJoinBatchCloseUnderLoad(t *testing.T) {
 	var answered atomic.Int64
 	for u := range 400 {
 		wg.Go(func() {
-			_, _, err := j.join(context.Background(), fmt.Sprintf("c%d", u))
+			_, _, err := j.join(context.Background(), fmt.Sprintf("c%d", u), 0)
 			answered.Add(1)
 			if err != nil && !errors.Is(joinErr(err), stock.ErrUnavailable) {
 				t.Errorf("join during shutdown: %v, want a place or unavailable", err)
@@ -93,7 +93,7 @@ func TestJoinBatchCloseUnderLoad(t *testing.T) {
 	if n := answered.Load(); n != 400 {
 		t.Errorf("%d joins answered, want 400", n)
 	}
-	if _, _, err := j.join(context.Background(), "late"); !errors.Is(err, stock.ErrUnavailable) {
+	if _, _, err := j.join(context.Background(), "late", 0); !errors.Is(err, stock.ErrUnavailable) {
 		t.Errorf("join after Close: %v, want unavailable", err)
 	}
 	if j.queued() != 0 {

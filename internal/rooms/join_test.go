@@ -98,7 +98,7 @@ func TestJoinBatchesOnePlacePerUser(t *testing.T) {
 				}
 				wg.Go(func() {
 					user := fmt.Sprintf("u%d", u)
-					st, _, err := j.join(context.Background(), user)
+					st, _, err := j.join(context.Background(), user, 0)
 					if err != nil {
 						t.Errorf("join %s: %v", user, err)
 						return
@@ -131,7 +131,7 @@ func TestJoinBatchesOnePlacePerUser(t *testing.T) {
 		if len(owner) != users {
 			t.Fatalf("%d tickets given to %d users", len(owner), users)
 		}
-		st, _, err := c.join(context.Background(), "u7")
+		st, _, err := c.join(context.Background(), "u7", 0)
 		if err != nil || st.Ticket != ticket["u7"] || st.Waiting != users {
 			t.Errorf("u7 joins again: ticket %d of %d waiting (%v), want %d of %d", st.Ticket, st.Waiting, err, ticket["u7"], users)
 		}
@@ -160,7 +160,7 @@ func stalledBatcher(t *testing.T, timeout time.Duration) (*joinBatcher, *testenv
 	rdb.AddHook(calls)
 	j := batcher(t, rdb, b.KeyPrefix, 500+nextItem.Add(1), timeout)
 	setUpRoom(t, j)
-	if st, _, err := j.join(context.Background(), "first"); err != nil || st.Ticket != 1 {
+	if st, _, err := j.join(context.Background(), "first", 0); err != nil || st.Ticket != 1 {
 		t.Fatalf("first join: ticket %d, %v", st.Ticket, err)
 	}
 	calls.n.Store(0)
@@ -176,7 +176,7 @@ func TestJoinBatchCarriesTheQueue(t *testing.T) {
 	ctx := context.Background()
 	proxy.Stall()
 	inFlight := make(chan error, 1)
-	go func() { _, _, err := j.join(ctx, "held"); inFlight <- err }()
+	go func() { _, _, err := j.join(ctx, "held", 0); inFlight <- err }()
 	for calls.n.Load() != 1 {
 		time.Sleep(time.Millisecond) // the first join goes at once, alone
 	}
@@ -193,14 +193,14 @@ func TestJoinBatchCarriesTheQueue(t *testing.T) {
 		for range 1 + u%2 { // every other user twice
 			wg.Go(func() {
 				user := fmt.Sprintf("q%d", u)
-				st, _, err := j.join(ctx, user)
+				st, _, err := j.join(ctx, user, 0)
 				answers <- answer{user, st, err}
 			})
 		}
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	gaveUp := make(chan error, 1)
-	go func() { _, _, err := j.join(cctx, "quitter"); gaveUp <- err }()
+	go func() { _, _, err := j.join(cctx, "quitter", 0); gaveUp <- err }()
 	queued := users + users/2 + 1
 	awaitQueued(t, j, queued)
 	cancel()
@@ -239,7 +239,7 @@ func TestJoinBatchCarriesTheQueue(t *testing.T) {
 	if n := calls.n.Load(); n != wantCalls {
 		t.Errorf("%d script calls for 1 + %d queued joins, want %d (batches of at most %d)", n, queued, wantCalls, maxJoinBatch)
 	}
-	st, _, err := j.join(ctx, "next")
+	st, _, err := j.join(ctx, "next", 0)
 	if err != nil || st.Ticket != users+3 {
 		t.Errorf("the next user: ticket %d (%v), want %d: the one who gave up took no place", st.Ticket, err, users+3)
 	}
@@ -262,7 +262,7 @@ func TestJoinBatchRedisStalledOrDown(t *testing.T) {
 					start := time.Now()
 					// No deadline of its own (a request's is 10 s): the
 					// batcher's timeout, the Service's RedisTimeout, bounds it.
-					_, _, err := j.join(context.Background(), fmt.Sprintf("w%d", u))
+					_, _, err := j.join(context.Background(), fmt.Sprintf("w%d", u), 0)
 					if took := time.Since(start); !errors.Is(joinErr(err), stock.ErrUnavailable) || took > 3*time.Second {
 						t.Errorf("join with redis %s: %v after %v, want unavailable within about %v", f.name, err, took, timeout)
 					}
@@ -279,14 +279,14 @@ func TestJoinBatchRedisStalledOrDown(t *testing.T) {
 func TestJoinBatchNoRoomAndShutdown(t *testing.T) {
 	b := testenv.Real(t)
 	j := batcher(t, b.Universal(t), b.KeyPrefix, 500+nextItem.Add(1), time.Second)
-	if _, _, err := j.join(context.Background(), "ann"); !errors.Is(err, room.ErrNoRoom) {
+	if _, _, err := j.join(context.Background(), "ann", 0); !errors.Is(err, room.ErrNoRoom) {
 		t.Errorf("join without a room: %v, want ErrNoRoom", err)
 	}
-	if _, _, err := j.join(context.Background(), "a b"); !errors.Is(err, room.ErrInvalid) {
+	if _, _, err := j.join(context.Background(), "a b", 0); !errors.Is(err, room.ErrInvalid) {
 		t.Errorf("join with a bad user id: %v, want ErrInvalid", err)
 	}
 	j.spawn.Close()
-	if _, _, err := j.join(context.Background(), "ann"); !errors.Is(err, stock.ErrUnavailable) {
+	if _, _, err := j.join(context.Background(), "ann", 0); !errors.Is(err, stock.ErrUnavailable) {
 		t.Errorf("join after Close: %v, want unavailable", err)
 	}
 }

@@ -108,3 +108,58 @@ func TestJoinLearnsARoomAtMostEveryGap(t *testing.T) {
 		t.Errorf("LearnUnproven %v after the last did not reload", minUnprovenGap)
 	}
 }
+
+// Polls of a signed ticket whose room this process does not know (turned
+// off, redteam's learn_amplify.py: each poll reloaded every room from the
+// database) reload at most every minUnprovenGap: one such poll learns and
+// answers not found, the others within the gap answer 503 (retry), with no
+// reload, and a poll after the gap reloads again.
+func TestPollsOfAGoneRoomReloadAtMostEveryGap(t *testing.T) {
+	b := testenv.Real(t)
+	db := b.DB(t)
+	ctx := context.Background()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	start := func(now func() time.Time) *Service {
+		s, err := New(ctx, db, b.Universal(t), noShop{}, nil, Config{Key: make([]byte, 32), KeyPrefix: b.KeyPrefix,
+			Tick: 10 * time.Millisecond, Reload: time.Hour, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(s.Close)
+		return s
+	}
+	joiner := start(time.Now)
+	id := storeRoom(t, db)
+	opens := time.Now().UTC().Add(time.Hour)
+	v := &stock.ItemView{ID: id, Remaining: 10, StartsAt: &opens}
+	joiner.Learn(ctx, id)
+	tk, err := joiner.Join(ctx, v, "buyer-1")
+	if err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	if err := db.Where("item_id = ?", id).Delete(&row{}).Error; err != nil { // turned off
+		t.Fatal(err)
+	}
+	poller := start(func() time.Time { return time.Unix(0, clock.Load()) })
+	if _, err := poller.Status(ctx, v, tk.Ticket); !errors.Is(err, stock.ErrNotFound) {
+		t.Fatalf("first poll of a gone room's ticket: %v, want not found", err)
+	}
+	later := storeRoom(t, db) // a room a reload would now find
+	for i := range 50 {
+		if _, err := poller.Status(ctx, v, tk.Ticket); !errors.Is(err, stock.ErrUnavailable) {
+			t.Fatalf("poll %d within the gap: %v, want 503 unavailable (retry) without a reload", i, err)
+		}
+	}
+	if poller.Roomed(later) {
+		t.Fatalf("polls within %v of the last reload reloaded the rooms", minUnprovenGap)
+	}
+	clock.Add(int64(minUnprovenGap))
+	if _, err := poller.Status(ctx, v, tk.Ticket); !errors.Is(err, stock.ErrNotFound) {
+		t.Errorf("poll after the gap: %v, want not found", err)
+	}
+	if !poller.Roomed(later) {
+		t.Errorf("a poll %v after the last reload did not reload", minUnprovenGap)
+	}
+}

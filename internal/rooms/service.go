@@ -93,6 +93,36 @@ type Config struct {
 	Observer     Observer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// MaxTickets bounds the tickets (and so the Redis memory) of one room:
+	// a join is refused ErrRoomFull once the room holds
+	// min(MaxTickets, max(MinRoomTickets, TicketsPerUnit × the units the
+	// item has left)). Default DefaultMaxTickets; negative: no bound.
+	MaxTickets int64
+}
+
+// The bound on a room's tickets (Config.MaxTickets): a line 50 times the
+// units left is more than a sale can serve, and small items still take a
+// thousand.
+const (
+	DefaultMaxTickets = 1_000_000
+	MinRoomTickets    = 1000
+	TicketsPerUnit    = 50
+)
+
+// maxTickets is the bound on item v's room's tickets for a join now (0:
+// none).
+func (s *Service) maxTickets(v *stock.ItemView) int64 {
+	if s.cfg.MaxTickets < 0 {
+		return 0
+	}
+	n := int64(MinRoomTickets)
+	if v.Remaining > n/TicketsPerUnit {
+		n = s.cfg.MaxTickets // 50 × remaining, without overflowing
+		if v.Remaining < s.cfg.MaxTickets/TicketsPerUnit {
+			n = TicketsPerUnit * v.Remaining
+		}
+	}
+	return min(n, s.cfg.MaxTickets)
 }
 
 // Service runs the rooms of one process.
@@ -133,6 +163,9 @@ func New(ctx context.Context, db *gorm.DB, rdb redis.UniversalClient, shop Shop,
 	}
 	if cfg.PassFactor <= 0 {
 		cfg.PassFactor = 1
+	}
+	if cfg.MaxTickets == 0 {
+		cfg.MaxTickets = DefaultMaxTickets
 	}
 	if cfg.RedisTimeout <= 0 {
 		cfg.RedisTimeout = time.Second
@@ -280,6 +313,8 @@ func roomErr(err error) error {
 		return fmt.Errorf("waiting room: %w: not in redis (being set up again): %w", stock.ErrUnavailable, err)
 	case errors.Is(err, room.ErrSoldOut):
 		return stock.ErrSoldOut
+	case errors.Is(err, room.ErrFull):
+		return ErrRoomFull
 	case errors.Is(err, room.ErrUnknownTicket):
 		return stock.ErrNotFound
 	}

@@ -31,6 +31,9 @@ var (
 	// ErrRoomOpened: lottery cannot change once the sale opened or anyone
 	// joined.
 	ErrRoomOpened = errors.New("the waiting room has opened (or has tickets): lottery can no longer change")
+	// ErrRoomFull: the room holds as many tickets as it may
+	// (Config.MaxTickets); a user who holds one still gets it.
+	ErrRoomFull = errors.New("the waiting room is full")
 )
 
 // Change is a request to set up or change an item's room. A nil field

@@ -49,6 +49,9 @@ func StartLogged(t testing.TB, b testenv.Backend, log *slog.Logger, edit ...func
 	// slow down; a request over 10s is a 503 there, not a broken promise.
 	// Tests of deadlines set their own.
 	cfg.RequestTimeout = 30 * time.Second
+	// Every test client joins rooms from loopback: the per-address limit of
+	// joins is off unless a test turns it on.
+	cfg.RoomRateIP = "0"
 	for _, e := range edit {
 		e(&cfg)
 	}
