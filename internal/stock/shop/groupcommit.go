@@ -65,6 +65,12 @@ type writeKey struct {
 type writeQueue struct {
 	ch      chan *commitRequest
 	senders int // guarded by orderWriter.mu: sends announced, not yet received
+	// downAt is when the queue's last batch ended with every order refused
+	// as unavailable (a stalled or cut database, a lock not had), zero
+	// otherwise; its cause is down. Only the queue's writer goroutine
+	// reads and writes them.
+	downAt time.Time
+	down   error
 }
 
 type commitRequest struct {
@@ -74,6 +80,7 @@ type commitRequest struct {
 	buckets   int                // the item's buckets (store.OrderWrite.Buckets)
 	committed func(*stock.Order) // may be nil
 	deadline  time.Time          // the caller's
+	queued    time.Time          // when the caller queued it
 	state     atomic.Int32       // writeQueued, then writeTaken or writeWithdrawn
 	done      chan error
 }
@@ -145,7 +152,8 @@ func (w *orderWriter) write(ctx context.Context, o *stock.Order, key string, pas
 	q.senders++
 	w.mu.Unlock()
 
-	p := &commitRequest{o: o, key: key, pass: pass, buckets: buckets, committed: committed, deadline: deadline, done: make(chan error, 1)}
+	p := &commitRequest{o: o, key: key, pass: pass, buckets: buckets, committed: committed, deadline: deadline,
+		queued: time.Now(), done: make(chan error, 1)}
 	select {
 	case q.ch <- p:
 	case <-ctx.Done():
@@ -177,7 +185,7 @@ func (w *orderWriter) run(wk writeKey, q *writeQueue) {
 	for {
 		select {
 		case p := <-q.ch:
-			w.commit(wk, w.collect(q, p))
+			q.settle(w.commit(wk, w.collect(q, p)))
 			if w.guard != nil {
 				w.guard.done(wk, len(q.ch) > 0)
 			}
@@ -206,7 +214,7 @@ func (w *orderWriter) run(wk writeKey, q *writeQueue) {
 				}
 				select {
 				case p := <-q.ch:
-					w.commit(wk, w.collect(q, p))
+					q.settle(w.commit(wk, w.collect(q, p)))
 				case <-time.After(10 * time.Millisecond):
 				}
 			}
@@ -228,6 +236,13 @@ func (w *orderWriter) collect(q *writeQueue, p *commitRequest) []*commitRequest 
 			p.done <- notWritten(context.DeadlineExceeded)
 			return
 		}
+		if !q.downAt.IsZero() && p.queued.Before(q.downAt) {
+			// It waited behind a batch the database (or the lock) refused
+			// as unavailable: a fast 503 now, not a second wait of the
+			// same length. Orders queued since get a new try.
+			p.done <- fmt.Errorf("order not written: the batch before it found the backend unavailable: %w: %w", stock.ErrUnavailable, q.down)
+			return
+		}
 		batch = append(batch, p)
 	}
 	take(p)
@@ -247,14 +262,26 @@ collect:
 	return batch
 }
 
+// settle records how a batch ended (commit's result): down, the error
+// every order of it was refused with as unavailable; nil otherwise.
+func (q *writeQueue) settle(down error) {
+	if down == nil {
+		q.downAt, q.down = time.Time{}, nil
+		return
+	}
+	q.downAt, q.down = time.Now(), down
+}
+
 // commit writes a batch in one transaction, or one by one when the batch
-// as a whole is refused, and answers every caller. Orders refused for a
+// as a whole is refused, and answers every caller. It returns the error
+// every order of the batch was refused with when each was refused as
+// unavailable, nil otherwise. Orders refused for a
 // stale fence are written again under a new fence (see maxFenceRaises).
 // The lock wait and the transaction end answerMargin before the batch's
 // earliest deadline, and the database work takes at most the budget.
-func (w *orderWriter) commit(wk writeKey, batch []*commitRequest) {
+func (w *orderWriter) commit(wk writeKey, batch []*commitRequest) (down error) {
 	if len(batch) == 0 {
-		return
+		return nil
 	}
 	itemID := wk.item
 	earliest := time.Now().Add(w.maxWait)
@@ -279,6 +306,12 @@ func (w *orderWriter) commit(wk writeKey, batch []*commitRequest) {
 		wg.Wait()
 		for i, p := range batch {
 			p.done <- results[i]
+		}
+		down = results[0]
+		for _, err := range results {
+			if !errors.Is(err, stock.ErrUnavailable) {
+				down = nil
+			}
 		}
 	}
 	defer answer()
