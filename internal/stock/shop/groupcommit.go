@@ -240,7 +240,11 @@ func (w *orderWriter) collect(q *writeQueue, p *commitRequest) []*commitRequest 
 			// It waited behind a batch the database (or the lock) refused
 			// as unavailable: a fast 503 now, not a second wait of the
 			// same length. Orders queued since get a new try.
-			p.done <- fmt.Errorf("order not written: the batch before it found the backend unavailable: %w: %w", stock.ErrUnavailable, q.down)
+			// Never in a transaction, so definitely not written: the
+			// cause is named, not wrapped (a batch refused with
+			// store.ErrMaybeCommitted must not make this one's caller
+			// read back instead of handing its unit back).
+			p.done <- fmt.Errorf("order not written: the batch before it found the backend unavailable (%v): %w", q.down, stock.ErrUnavailable)
 			return
 		}
 		batch = append(batch, p)
