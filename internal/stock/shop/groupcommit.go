@@ -279,7 +279,7 @@ func (q *writeQueue) settle(down error) {
 // commit writes a batch in one transaction, or one by one when the batch
 // as a whole is refused, and answers every caller. It returns the error
 // every order of the batch was refused with when each was refused as
-// unavailable, nil otherwise. Orders refused for a
+// unavailable (a stale fence aside), nil otherwise. Orders refused for a
 // stale fence are written again under a new fence (see maxFenceRaises).
 // The lock wait and the transaction end answerMargin before the batch's
 // earliest deadline, and the database work takes at most the budget.
@@ -311,9 +311,11 @@ func (w *orderWriter) commit(wk writeKey, batch []*commitRequest) (down error) {
 		for i, p := range batch {
 			p.done <- results[i]
 		}
+		// A stale fence is not an outage: the next batch raises the fence
+		// and writes (see maxFenceRaises).
 		down = results[0]
 		for _, err := range results {
-			if !errors.Is(err, stock.ErrUnavailable) {
+			if !errors.Is(err, stock.ErrUnavailable) || errors.Is(err, store.ErrFenceStale) {
 				down = nil
 			}
 		}
