@@ -90,3 +90,27 @@ func TestGaleraMigrationsReachEveryNode(t *testing.T) {
 		}
 	}
 }
+
+// On Galera every session reads with wsrep_sync_wait=1, so a read after a
+// failover sees what the cluster committed; a single server is left alone.
+func TestGaleraSessionsWaitForCausality(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, dsn string
+		want      int64
+	}{{"galera", testenv.Galera(t).DSN, 1}, {"single", testenv.Real(t).MySQLDSN, 0}} {
+		db, _, _, err := database.Open(ctx, c.dsn, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlDB, _ := db.DB()
+		var got int64
+		if err := sqlDB.QueryRowContext(ctx, "SELECT @@SESSION.wsrep_sync_wait").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		_ = sqlDB.Close()
+		if got != c.want {
+			t.Errorf("%s: wsrep_sync_wait %d, want %d", c.name, got, c.want)
+		}
+	}
+}
