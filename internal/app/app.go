@@ -21,6 +21,7 @@ import (
 	"github.com/seckill/seckill/internal/embedredis"
 	"github.com/seckill/seckill/internal/handler"
 	"github.com/seckill/seckill/internal/metrics"
+	"github.com/seckill/seckill/internal/outbox"
 	"github.com/seckill/seckill/internal/ratelimit"
 	"github.com/seckill/seckill/internal/rooms"
 	"github.com/seckill/seckill/internal/stock"
@@ -44,6 +45,8 @@ type App struct {
 	userKeys *handler.UserKeys // nil unless SECKILL_USER_JWKS_URL
 	metrics  *metrics.Metrics
 	backends []string
+	relay    *outbox.Relay
+	nats     *outbox.JetStream // nil unless SECKILL_NATS_URL
 }
 
 // New opens the backends and builds the service. Close releases them.
@@ -95,6 +98,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	if err != nil {
 		return nil, err
 	}
+	rcfg := outbox.Config{Logger: log}
+	if cfg.NATSURL != "" {
+		// A server down at the start is retried by the relay: its events wait in the database.
+		a.nats, err = outbox.Connect(ctx, cfg.NATSURL, outbox.StreamConfig{})
+		if a.nats == nil {
+			return nil, err
+		}
+		if err != nil {
+			log.Warn("NATS: stream not ready; the relay retries", "err", err)
+		}
+		rcfg.Publisher = a.nats
+	}
+	a.relay = outbox.New(st, rcfg)
+	a.relay.Start()
 	a.service, err = shop.NewService(st, a.rdb, shop.Config{
 		DefaultStrategy: stock.StrategyName(cfg.Strategy), KeyPrefix: cfg.KeyPrefix, LockWait: lockWait, Logger: log,
 		RequestTimeout: reqTimeout, WriteTimeout: dbTimeout, RedisWait: a.redisTimeout(),
@@ -280,6 +297,12 @@ func (a *App) Close() error {
 			a.drainEmbedded()
 		}
 		a.service.Close()
+	}
+	if a.relay != nil {
+		a.relay.Close()
+	}
+	if a.nats != nil {
+		a.nats.Close()
 	}
 	if a.rdb != nil {
 		errs = append(errs, a.rdb.Close())

@@ -147,6 +147,9 @@ type Config struct {
 	// DefaultPaymentTimeout; zero (as in a Config built in code) means
 	// orders never expire.
 	PaymentTimeout time.Duration
+	// NATSURL is the NATS server the outbox relay publishes order events
+	// to (SECKILL_NATS_URL); empty: the relay only marks them.
+	NATSURL string
 	// RoomKey signs the waiting rooms' passes and tickets (SECKILL_ROOM_KEY):
 	// 32+ bytes as hex or base64. Empty: a key made once and kept in the
 	// database (table service_secrets), so every instance on the database

@@ -113,6 +113,8 @@ func (c *Config) settings() []setting {
 			"`appendonly yes` and `appendfsync always`)", str: &c.AsyncDurability, def: DefaultAsyncDurability},
 		{env: "SECKILL_PAYMENT_TIMEOUT", flag: "payment-timeout", help: "how long an order may stay unpaid; then it is cancelled and its unit returned to stock; " +
 			"`0` = orders never expire", dur: &c.PaymentTimeout, def: dur(DefaultPaymentTimeout)},
+		{env: "SECKILL_NATS_URL", flag: "nats-url", help: "NATS server (JetStream) the order events are relayed to, stream `SECKILL_ORDERS`, " +
+			"subjects `seckill.orders.<item_id>`; empty: events are only in the database", str: &c.NATSURL, doc: "empty"},
 		{env: "SECKILL_ROOM_KEY", flag: "room-key", help: "signing key of the waiting rooms' passes and tickets, at least 32 bytes as hex or base64; " +
 			"every instance must use the same", str: &c.RoomKey,
 			doc: "empty: made once and kept in the database, shared by every instance on it"},

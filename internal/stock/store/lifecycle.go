@@ -31,18 +31,30 @@ func (s *Store) orderByID() string {
 
 // PayOrder marks a created order paid, unless its payment deadline has
 // passed at now. It reports whether this call made the change.
+// The paid event is written in the same transaction.
 func (s *Store) PayOrder(ctx context.Context, id string, now time.Time) (bool, error) {
-	res, err := s.sql.ExecContext(ctx,
-		"UPDATE "+s.orderByID()+" SET status = ?, updated_at = ? WHERE id = ? AND status = ? AND (expires_at IS NULL OR expires_at > ?)",
-		stock.StatusPaid, now, id, stock.StatusCreated, now)
-	if err != nil {
-		return false, dbError("pay order", err)
+	err := s.inTx(ctx, nil, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			"UPDATE "+s.orderByID()+" SET status = ?, updated_at = ? WHERE id = ? AND status = ? AND (expires_at IS NULL OR expires_at > ?)",
+			stock.StatusPaid, now, id, stock.StatusCreated, now)
+		if err != nil {
+			return dbError("pay order", err)
+		}
+		if won, err := oneRow(res, "pay order"); err != nil {
+			return err
+		} else if !won {
+			return errLost
+		}
+		return s.appendOrderEvent(ctx, tx, EventPaid, id, now)
+	})
+	if errors.Is(err, errLost) {
+		return false, nil
 	}
-	return oneRow(res, "pay order")
+	return err == nil, err
 }
 
 // CancelOrder cancels a created order and gives its unit back to the item,
-// in one transaction. With expiry, only an order whose payment deadline has
+// in one transaction, with its event (cancelled, or expired with expiry). With expiry, only an order whose payment deadline has
 // passed at now is cancelled. With returned (a strategy without a Redis
 // gate), the return of the unit is complete with the commit and is recorded
 // in the same statement. It reports whether this call made the change; only
@@ -90,6 +102,13 @@ func (s *Store) cancelOrderOnce(ctx context.Context, o *stock.Order, now time.Ti
 			return err
 		} else if !won {
 			return errLost
+		}
+		typ := EventCancelled
+		if expiry {
+			typ = EventExpired
+		}
+		if err := s.appendOrderEvent(ctx, tx, typ, o.ID, now); err != nil {
+			return err
 		}
 		var user string
 		var k int

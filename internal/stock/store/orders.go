@@ -109,6 +109,9 @@ func (s *Store) InsertOrder(ctx context.Context, w OrderWrite, fence int64) erro
 		if err != nil {
 			return insertError(err)
 		}
+		if err := s.appendEvents(ctx, tx, createdEvents([]OrderWrite{w}, now)...); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, takeUnits(fence > 0, !w.Pass), takeArgs(1, fence, now, o.ItemID, !w.Pass)...)
 		if err != nil {
 			return dbError("take unit", err)
@@ -286,8 +289,8 @@ func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Ti
 	return err
 }
 
-// insertBatchOrders is a batch's one INSERT of its orders, in tx, with
-// progress called before and after it. A duplicate user or key refuses a
+// insertBatchOrders is a batch's one INSERT of its orders, and the one of
+// their created events, in tx, with progress called before and after each. A duplicate user or key refuses a
 // batch (ErrBatchRefused) and is told by its cause for one order (single).
 func (s *Store) insertBatchOrders(ctx context.Context, tx *sql.Tx, batch []OrderWrite, now time.Time, progress func(), single bool) error {
 	progress()
@@ -299,7 +302,11 @@ func (s *Store) insertBatchOrders(ctx context.Context, tx *sql.Tx, batch []Order
 	_, err := tx.ExecContext(ctx, insertOrders+rowsOf(len(batch), orderColumns), args...)
 	progress()
 	if err == nil {
-		return nil
+		// The orders' created events, in the same transaction: one
+		// multi-row INSERT for the batch.
+		err = s.appendEvents(ctx, tx, createdEvents(batch, now)...)
+		progress()
+		return err
 	}
 	if e := insertError(err); !single && (errors.Is(e, stock.ErrAlreadyPurchased) || errors.Is(e, stock.ErrIdempotencyConflict)) {
 		return ErrBatchRefused

@@ -270,6 +270,8 @@ func (s *Store) writeQueued(ctx context.Context, itemID, epoch int64, orders []*
 // writeQueuedTx is the transaction of writeQueued and writeQueuedBucket:
 // the orders' INSERT and take (which takes their units), or, with no
 // order to write, fenced (which checks the queue epoch); then the failures.
+// The batch's events (created for each order written, failed for each
+// failure) go in the same transaction, one multi-row INSERT each.
 func (s *Store) writeQueuedTx(ctx context.Context, itemID int64, orders []*Queued, keyNull map[string]bool,
 	failed map[string]string, byID map[string]*Queued, now time.Time, take, fenced func(tx *sql.Tx) error) error {
 	return s.inTx(ctx, nil, func(tx *sql.Tx) error {
@@ -290,6 +292,13 @@ func (s *Store) writeQueuedTx(ctx context.Context, itemID int64, orders []*Queue
 				return dbError("insert queued orders", err)
 			}
 			if err := take(tx); err != nil {
+				return err
+			}
+			evs := make([]Event, len(orders))
+			for i, q := range orders {
+				evs[i] = Event{ID: NewEventID(), Type: EventCreated, OrderID: q.ID, ItemID: itemID, UserID: q.UserID, Status: stock.StatusCreated, At: now}
+			}
+			if err := s.appendEvents(ctx, tx, evs...); err != nil {
 				return err
 			}
 		} else if len(failed) > 0 {
@@ -314,6 +323,14 @@ func (s *Store) writeQueuedTx(ctx context.Context, itemID int64, orders []*Queue
 					return errQueuedClash
 				}
 				return dbError("record failed orders", err)
+			}
+			evs := make([]Event, 0, len(failed))
+			for id := range failed {
+				q := byID[id]
+				evs = append(evs, Event{ID: NewEventID(), Type: EventFailed, OrderID: q.ID, ItemID: itemID, UserID: q.UserID, Status: stock.StatusFailed, At: now})
+			}
+			if err := s.appendEvents(ctx, tx, evs...); err != nil {
+				return err
 			}
 		}
 		return nil

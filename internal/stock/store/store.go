@@ -33,6 +33,10 @@ type Options struct {
 	// unit returned. Default DefaultPaymentTimeout (0): never. Negative is
 	// refused by New.
 	PaymentTimeout time.Duration
+	// WithoutEvents turns the order events off: no change writes its row
+	// in order_events. Only for measuring what the outbox costs
+	// (loadtest); a service always writes them.
+	WithoutEvents bool
 }
 
 // Store reads and writes items and orders.
@@ -42,6 +46,7 @@ type Store struct {
 	sqlite bool    // one connection, serial transactions, no FOR UPDATE
 
 	paymentTimeout time.Duration
+	withoutEvents  bool
 
 	// moveHook, when set (by tests), runs inside a move between bucket
 	// rows, after the donors' UPDATEs and before the recipient's.
@@ -61,7 +66,7 @@ func New(db *gorm.DB, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, dbError("open", err)
 	}
-	return &Store{db: db, sql: sqlDB, sqlite: db.Dialector.Name() == "sqlite", paymentTimeout: o.PaymentTimeout}, nil
+	return &Store{db: db, sql: sqlDB, sqlite: db.Dialector.Name() == "sqlite", paymentTimeout: o.PaymentTimeout, withoutEvents: o.WithoutEvents}, nil
 }
 
 // Ping checks that the database answers.
