@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,15 +33,33 @@ func TestMain(m *testing.M) {
 func draw(t *testing.T) room.PublicDraw {
 	t.Helper()
 	seed := room.NewSeed()
-	pre := []int64{1, 2, 3, 4, 5, 6, 7, 8}
-	order, err := room.DrawOrder(seed, pre)
+	d := room.PublicDraw{ItemID: 9, Commitment: seed.Commitment(), Seed: seed.String(), PreQueue: []int64{1, 2, 3, 4, 5, 6, 7, 8}, Line: 1}
+	redraw(t, &d, seed)
+	n := int64(len(d.PreQueue))
+	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	d.History = []room.DrawLine{{Line: 1, Commitment: seed.Commitment(), Lottery: true, PublishedAt: at, Seed: seed.String(),
+		PreQueueSize: &n, Transcript: d.Transcript, RevealedAt: &at}}
+	return d
+}
+
+// redraw sets d's leaves (ticket n's string is "tk-n"), transcript and 5
+// served tickets from its pre-queue and seed: what an operator rewriting
+// the document consistently would publish.
+func redraw(t *testing.T, d *room.PublicDraw, seed room.Seed) {
+	t.Helper()
+	leaves := make([][32]byte, len(d.PreQueue))
+	d.Leaves = make([]string, len(d.PreQueue))
+	for i, tk := range d.PreQueue {
+		leaves[i] = room.TicketLeaf(fmt.Sprintf("tk-%d", tk))
+		d.Leaves[i] = hex.EncodeToString(leaves[i][:])
+	}
+	tr := room.TranscriptOf(leaves)
+	d.Transcript = tr.String()
+	order, err := room.DrawOrder(seed, tr, d.PreQueue)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := int64(len(pre))
-	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
-	return room.PublicDraw{ItemID: 9, Commitment: seed.Commitment(), Seed: seed.String(), PreQueue: pre, Served: order[:5], Line: 1,
-		History: []room.DrawLine{{Line: 1, Commitment: seed.Commitment(), Lottery: true, PublishedAt: at, Seed: seed.String(), PreQueueSize: &n, RevealedAt: &at}}}
+	d.Served = order[:min(5, len(order))]
 }
 
 // command runs the command as a process on the JSON of d, from a file or
@@ -94,20 +114,41 @@ func TestCommand(t *testing.T) {
 	// (redteam draw_swap.py): self-consistent, history rewritten too.
 	swapped := good
 	s := room.NewSeed()
-	order, _ := room.DrawOrder(s, good.PreQueue)
-	swapped.Commitment, swapped.Seed, swapped.Served = s.Commitment(), s.String(), order[:5]
+	swapped.Commitment, swapped.Seed = s.Commitment(), s.String()
+	redraw(t, &swapped, s)
 	swapped.History = slices.Clone(good.History)
 	swapped.History[0].Commitment, swapped.History[0].Seed = s.Commitment(), s.String()
 
 	// Ticket 4 left out of the pre-queue (draw_tool.py).
 	missing := good
 	missing.PreQueue = []int64{1, 2, 3, 5, 6, 7, 8}
-	order, _ = room.DrawOrder(mustSeed(t, good.Seed), missing.PreQueue)
-	missing.Served = order[:5]
+	redraw(t, &missing, mustSeed(t, good.Seed))
+
+	// A leaf left out of the transcript (the order drawn without it).
+	noLeaf := good
+	noLeaf.Leaves = good.Leaves[:7]
+	var ls [][32]byte
+	for _, l := range noLeaf.Leaves {
+		v, _ := room.ParseTranscript(l)
+		ls = append(ls, v)
+	}
+	ntr := room.TranscriptOf(ls)
+	order, _ := room.DrawOrder(mustSeed(t, good.Seed), ntr, good.PreQueue)
+	noLeaf.Transcript, noLeaf.Served = ntr.String(), order[:5]
+
+	// A transcript that is not the leaves' (the order drawn with it).
+	wrongT := good
+	var wt room.Transcript
+	wt[0] = 1
+	order, _ = room.DrawOrder(mustSeed(t, good.Seed), wt, good.PreQueue)
+	wrongT.Transcript, wrongT.Served = wt.String(), order[:5]
+	wrongT.History = slices.Clone(good.History)
+	wrongT.History[0].Transcript = wt.String()
 
 	// Redis lost the room after the opening (draw_after_loss.py).
 	emptied := good
-	emptied.PreQueue, emptied.Served = []int64{}, []int64{}
+	emptied.PreQueue = []int64{}
+	redraw(t, &emptied, mustSeed(t, good.Seed))
 
 	// The room was turned off and on: the document is line 2's, the
 	// buyer holds line 1's commitment.
@@ -118,9 +159,10 @@ func TestCommand(t *testing.T) {
 	oldLine.History[1].Line = 2
 
 	ticketFile := filepath.Join(t.TempDir(), "ticket.json")
-	if err := os.WriteFile(ticketFile, []byte(`{"ticket":"x","number":3,"state":"waiting","commitment":"`+observed+`"}`), 0o600); err != nil {
+	if err := os.WriteFile(ticketFile, []byte(`{"ticket":"tk-3","number":3,"state":"waiting","commitment":"`+observed+`"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	notMine := `{"ticket":"tk-3","number":4,"commitment":"` + observed + `"}`
 	cm := []string{"-commitment", observed}
 	cases := []struct {
 		name     string
@@ -133,7 +175,11 @@ func TestCommand(t *testing.T) {
 		{"matches, stdin", encode(t, good), false, cm, 0, "verdict: the draw checks out"},
 		{"matches, file", encode(t, good), true, cm, 0, "order: the 5 served tickets are the draw's first 5"},
 		{"matches, ticket file", encode(t, good), false, []string{"-ticket", ticketFile}, 0, "observed: the document's commitment is the one you observed (line 1)"},
-		{"matches, ticket json", encode(t, good), true, []string{"-ticket", `{"commitment":"` + observed + `"}`}, 0, "record: the database recorded line 1's opening: the same seed, 8 tickets"},
+		{"matches, ticket json", encode(t, good), true, []string{"-ticket", `{"commitment":"` + observed + `"}`}, 0, "record: the database recorded line 1's opening: the same seed, 8 tickets, the same transcript"},
+		{"my ticket is leaf 3", encode(t, good), false, []string{"-ticket", ticketFile}, 0, "your ticket: its leaf (SHA-256 of your ticket string) is leaf 3"},
+		{"my ticket is not at my number", encode(t, good), false, []string{"-ticket", notMine}, 1, "your ticket: DOES NOT appear"},
+		{"a leaf left out", encode(t, noLeaf), false, cm, 1, "transcript: DOES NOT cover the pre-queue: 7 leaves for 8 tickets"},
+		{"wrong transcript", encode(t, wrongT), false, cm, 1, "transcript: DOES NOT match the leaves"},
 		{"swapped after the queue", encode(t, swapped), false, cm, 1, "observed: DOES NOT match"},
 		{"ticket 4 left out", encode(t, missing), false, cm, 1, "pre-queue: DOES NOT hold every ticket 1..7: ticket 4 is missing"},
 		{"emptied by a redis loss", encode(t, emptied), false, cm, 1, "the database recorded 8 tickets in the pre-queue at the opening, the document lists 0"},

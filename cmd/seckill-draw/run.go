@@ -30,7 +30,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	observed, err := observedCommitment(*commitment, *ticket)
+	observed, mine, err := observedCommitment(*commitment, *ticket)
 	if err != nil {
 		fmt.Fprintf(stderr, "seckill-draw: %v\n", err)
 		fmt.Fprint(stderr, usage)
@@ -73,7 +73,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	report(stdout, d, a)
-	if !a.OK() {
+	held := true
+	if mine.Ticket != "" {
+		held = d.HoldsTicket(mine.Number, mine.Ticket)
+		if held {
+			fmt.Fprintf(stdout, "your ticket: its leaf (SHA-256 of your ticket string) is leaf %d of the transcript\n", mine.Number)
+		} else {
+			fmt.Fprintf(stdout, "your ticket: DOES NOT appear: leaf %d of the document is not the SHA-256 of your ticket string (or your number %d is past its %d leaves)\n",
+				mine.Number, mine.Number, len(d.Leaves))
+		}
+	}
+	if !a.OK() || !held {
 		fmt.Fprintln(stdout, "verdict: the draw does not check out")
 		return 1
 	}
@@ -81,36 +91,43 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// savedTicket is a buyer's saved join or status answer.
+type savedTicket struct {
+	Ticket     string `json:"ticket"`
+	Number     int64  `json:"number"`
+	Commitment string `json:"commitment"`
+}
+
 // observedCommitment is the commitment the buyer gave: -commitment, or the
 // "commitment" of the ticket answer -ticket names (a file, or the JSON
-// itself). Exactly one is needed: a document checked only against itself
-// proves nothing (an operator can publish any seed with its commitment).
-func observedCommitment(commitment, ticket string) (string, error) {
+// itself), with that answer (its ticket string is then looked for among
+// the pre-queue's leaves). Exactly one is needed: a document checked only
+// against itself proves nothing (an operator can publish any seed with its
+// commitment).
+func observedCommitment(commitment, ticket string) (string, savedTicket, error) {
+	var t savedTicket
 	switch {
 	case commitment != "" && ticket != "":
-		return "", errors.New("give -commitment or -ticket, not both")
+		return "", t, errors.New("give -commitment or -ticket, not both")
 	case commitment != "":
-		return commitment, nil
+		return commitment, t, nil
 	case ticket == "":
-		return "", errors.New("give the commitment you observed before the opening: -commitment HEX or -ticket FILE")
+		return "", t, errors.New("give the commitment you observed before the opening: -commitment HEX or -ticket FILE")
 	}
 	b := []byte(ticket)
 	if !strings.HasPrefix(strings.TrimSpace(ticket), "{") {
 		var err error
 		if b, err = os.ReadFile(ticket); err != nil {
-			return "", fmt.Errorf("reading the ticket: %w", err)
+			return "", t, fmt.Errorf("reading the ticket: %w", err)
 		}
 	}
-	var t struct {
-		Commitment string `json:"commitment"`
-	}
 	if err := json.Unmarshal(b, &t); err != nil {
-		return "", fmt.Errorf("reading the ticket: %w", err)
+		return "", t, fmt.Errorf("reading the ticket: %w", err)
 	}
 	if t.Commitment == "" {
-		return "", errors.New("the ticket carries no commitment (a room without a lottery has no draw)")
+		return "", t, errors.New("the ticket carries no commitment (a room without a lottery has no draw)")
 	}
-	return t.Commitment, nil
+	return t.Commitment, t, nil
 }
 
 func report(w io.Writer, d room.PublicDraw, a room.Audit) {
@@ -135,6 +152,14 @@ func report(w io.Writer, d room.PublicDraw, a room.Audit) {
 		fmt.Fprintf(w, "commitment: DOES NOT match the seed (SHA-256 of the seed is %s)\n", seedCommitment(d.Seed))
 	}
 	switch {
+	case !a.LeavesWhole:
+		fmt.Fprintf(w, "transcript: DOES NOT cover the pre-queue: %d leaves for %d tickets\n", len(d.Leaves), len(d.PreQueue))
+	case !a.TranscriptMatches:
+		fmt.Fprintf(w, "transcript: DOES NOT match the leaves (their SHA-256 is %s)\n", a.Computed)
+	default:
+		fmt.Fprintf(w, "transcript: the %d leaves hash to the published transcript\n", len(d.Leaves))
+	}
+	switch {
 	case a.PreQueueWhole && len(d.PreQueue) == 0:
 		fmt.Fprintln(w, "pre-queue: empty")
 	case a.PreQueueWhole:
@@ -152,8 +177,12 @@ func report(w io.Writer, d room.PublicDraw, a room.Audit) {
 	case *r.PreQueueSize != int64(len(d.PreQueue)):
 		fmt.Fprintf(w, "record: DOES NOT match: the database recorded %d tickets in the pre-queue at the opening, the document lists %d (the room's draw was lost: it can no longer be checked)\n",
 			*r.PreQueueSize, len(d.PreQueue))
+	case r.Transcript == "":
+		fmt.Fprintf(w, "record: DOES NOT hold a transcript for line %d (opened by a build before transcripts: not checkable)\n", r.Line)
+	case !strings.EqualFold(r.Transcript, d.Transcript):
+		fmt.Fprintf(w, "record: DOES NOT match: the database recorded transcript %s at the opening\n", r.Transcript)
 	default:
-		fmt.Fprintf(w, "record: the database recorded line %d's opening: the same seed, %d tickets\n", r.Line, *r.PreQueueSize)
+		fmt.Fprintf(w, "record: the database recorded line %d's opening: the same seed, %d tickets, the same transcript\n", r.Line, *r.PreQueueSize)
 	}
 	switch {
 	case a.Err != nil:

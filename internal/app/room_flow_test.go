@@ -234,7 +234,20 @@ func TestRoomPollPositionsFollowTheDraw(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		order, err := room.DrawOrder(seed, d.PreQueue)
+		// The transcript, recomputed from the ticket strings the joins
+		// answered: each one's leaf is published at its number.
+		leaves := make([][32]byte, len(d.PreQueue))
+		for _, tk := range tickets {
+			if tk.Number < 1 || tk.Number > int64(len(leaves)) || !d.HoldsTicket(tk.Number, tk.Ticket) {
+				t.Fatalf("ticket %d's leaf is not in the draw's leaves %v", tk.Number, d.Leaves)
+			}
+			leaves[tk.Number-1] = room.TicketLeaf(tk.Ticket)
+		}
+		tr := room.TranscriptOf(leaves)
+		if d.Transcript != tr.String() {
+			t.Fatalf("draw's transcript %q, from the buyers' tickets %s", d.Transcript, tr)
+		}
+		order, err := room.DrawOrder(seed, tr, d.PreQueue)
 		if err != nil || len(order) != len(tickets) {
 			t.Fatalf("draw order %v %v", order, err)
 		}

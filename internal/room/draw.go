@@ -18,24 +18,34 @@ import (
 //
 //  1. At set-up the room draws a secret 32-byte seed and publishes its
 //     commitment, the lowercase hex SHA-256 of the seed's 32 raw bytes.
-//  2. At the opening the seed is revealed (the room refuses a seed that
-//     does not hash to the commitment).
-//  3. Each pre-queue ticket t gets the key HMAC-SHA256(seed, decimal(t)):
-//     the HMAC key is the seed's 32 raw bytes, the message the ticket id
-//     in ASCII decimal without sign or leading zeros ("17"). Tickets are
-//     served in ascending order of their keys, compared as unsigned
-//     big-endian byte strings. Ticket ids are unique, so two keys are equal
-//     only if HMAC-SHA256 collides: there are no ties to break.
+//  2. At the opening the pre-queue closes (tickets 1..N). Each ticket's
+//     leaf is the SHA-256 of its ticket string, the exact ASCII string the
+//     buyer got from the join (TicketLeaf); the transcript T is the SHA-256
+//     of the N leaves' raw 32 bytes concatenated in ticket order (T of an
+//     empty pre-queue is SHA-256 of nothing). The room publishes the
+//     leaves (hex, in ticket order) and T, and reveals the seed (the room
+//     refuses a seed that does not hash to the commitment).
+//  3. Each pre-queue ticket t gets the key HMAC-SHA256(seed, T || decimal(t)):
+//     the HMAC key is the seed's 32 raw bytes, the message T's 32 raw
+//     bytes followed by the ticket id in ASCII decimal without sign or
+//     leading zeros ("17"). Tickets are served in ascending order of their
+//     keys, compared as unsigned big-endian byte strings. Ticket ids are
+//     unique, so two keys are equal only if HMAC-SHA256 collides: there
+//     are no ties to break.
 //
 // The operator cannot pick the seed after seeing who queued, provided the
 // draw is checked against the commitment the buyer saw before the opening
 // (Audit; a document is always consistent with a commitment published in
-// it), and buyers cannot predict it (it is secret until the opening). What
-// the commitment cannot rule out is an operator who leaks the seed to
-// friends before the opening: they could compute which ticket numbers draw
-// well and join at the matching moment (docs/DESIGN.md, "Checking the
-// draw").
-
+// it), and buyers cannot predict it (it is secret until the opening). A
+// seed leaked before the opening no longer tells which numbers win: the
+// order depends on T, which nobody knows before the pre-queue closes (every
+// ticket string carries a MAC under the service's secret key, so not even
+// the set of users fixes it), and any join, up to the last, changes the
+// whole order. What it cannot rule out is an operator holding both the
+// seed and the ticket key who adds (or leaves out) tickets of its own just
+// before the close until the order suits it: each try is a full re-draw,
+// and every ticket it added is a leaf of the published pre-queue
+// (docs/DESIGN.md, "Checking the draw").
 // SeedLen is the length of a draw seed in bytes.
 const SeedLen = 32
 
@@ -69,20 +79,54 @@ func (s Seed) Commitment() string {
 	return hex.EncodeToString(sum[:])
 }
 
+// TicketLeaf is a pre-queue ticket's leaf in the transcript: the SHA-256
+// of its ticket string.
+func TicketLeaf(ticket string) [sha256.Size]byte { return sha256.Sum256([]byte(ticket)) }
+
+// Transcript is the digest of a closed pre-queue: the SHA-256 of its
+// tickets' leaves in ticket order.
+type Transcript [sha256.Size]byte
+
+// TranscriptOf is the transcript of leaves (the leaf of ticket i+1 at i).
+func TranscriptOf(leaves [][sha256.Size]byte) Transcript {
+	h := sha256.New()
+	for i := range leaves {
+		h.Write(leaves[i][:])
+	}
+	var t Transcript
+	h.Sum(t[:0])
+	return t
+}
+
+// ParseTranscript reads a transcript (or a leaf) written as 64 hex digits.
+func ParseTranscript(s string) (Transcript, error) {
+	var t Transcript
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(t) {
+		return t, fmt.Errorf("%w: a transcript or leaf is %d hex digits", ErrInvalid, 2*len(t))
+	}
+	copy(t[:], b)
+	return t, nil
+}
+
+// String is the transcript in lowercase hex, as published.
+func (t Transcript) String() string { return hex.EncodeToString(t[:]) }
+
 // DrawOrder is the order in which the pre-queue's tickets are served: the
-// tickets sorted by HMAC-SHA256(seed, decimal ticket id). It returns
-// ErrDuplicateTicket if a ticket appears twice.
-func DrawOrder(seed Seed, preQueue []int64) ([]int64, error) {
+// tickets sorted by HMAC-SHA256(seed, transcript || decimal ticket id). It
+// returns ErrDuplicateTicket if a ticket appears twice.
+func DrawOrder(seed Seed, transcript Transcript, preQueue []int64) ([]int64, error) {
 	type keyed struct {
 		key    [sha256.Size]byte
 		ticket int64
 	}
 	ks := make([]keyed, len(preQueue))
 	mac := hmac.New(sha256.New, seed[:])
-	var num [20]byte
+	var msg [sha256.Size + 20]byte
+	copy(msg[:], transcript[:])
 	for i, t := range preQueue {
 		mac.Reset()
-		mac.Write(strconv.AppendInt(num[:0], t, 10))
+		mac.Write(strconv.AppendInt(msg[:sha256.Size], t, 10))
 		mac.Sum(ks[i].key[:0])
 		ks[i].ticket = t
 	}
@@ -101,6 +145,12 @@ func DrawOrder(seed Seed, preQueue []int64) ([]int64, error) {
 type DrawCheck struct {
 	// CommitmentMatches: the seed hashes to the published commitment.
 	CommitmentMatches bool
+	// LeavesWhole: there is one leaf per pre-queue ticket.
+	LeavesWhole bool
+	// TranscriptMatches: the leaves hash to the published transcript.
+	// Computed is the transcript recomputed from the leaves.
+	TranscriptMatches bool
+	Computed          Transcript
 	// OrderMatches: the served tickets are the drawn order's first
 	// len(served) tickets, in that order. A sale that sold out before the
 	// pre-queue was through serves a prefix only.
@@ -109,24 +159,31 @@ type DrawCheck struct {
 	// the drawn order (len(drawn order) if more were served than drawn),
 	// -1 when the order matches.
 	Mismatch int
-	// Drawn is the order recomputed from the seed and the pre-queue; nil if
-	// the pre-queue holds a duplicate.
+	// Drawn is the order recomputed from the seed, the leaves' transcript
+	// and the pre-queue; nil if the pre-queue holds a duplicate.
 	Drawn []int64
 	// Err is ErrDuplicateTicket when the pre-queue is not a set, else nil.
 	Err error
 }
 
-// OK reports whether both the commitment and the order match.
-func (c DrawCheck) OK() bool { return c.CommitmentMatches && c.OrderMatches }
+// OK reports whether the commitment, the transcript and the order match.
+func (c DrawCheck) OK() bool {
+	return c.CommitmentMatches && c.LeavesWhole && c.TranscriptMatches && c.OrderMatches
+}
 
-// VerifyDraw says whether seed matches commitment and whether served (the
-// pre-queue tickets in the order they were admitted) is the order the draw
-// gives for preQueue. It needs nothing but the public data.
-func VerifyDraw(seed Seed, commitment string, preQueue, served []int64) DrawCheck {
+// VerifyDraw says whether seed matches commitment, whether leaves (one per
+// pre-queue ticket, in ticket order) hash to the published transcript, and
+// whether served (the pre-queue tickets in the order they were admitted)
+// is the order the draw gives for preQueue, seed and the leaves'
+// transcript. It needs nothing but the public data.
+func VerifyDraw(seed Seed, commitment string, transcript Transcript, leaves [][sha256.Size]byte, preQueue, served []int64) DrawCheck {
 	c := DrawCheck{Mismatch: -1}
 	want := seed.Commitment()
 	c.CommitmentMatches = strings.EqualFold(want, commitment)
-	c.Drawn, c.Err = DrawOrder(seed, preQueue)
+	c.LeavesWhole = len(leaves) == len(preQueue)
+	c.Computed = TranscriptOf(leaves)
+	c.TranscriptMatches = hmac.Equal(c.Computed[:], transcript[:])
+	c.Drawn, c.Err = DrawOrder(seed, c.Computed, preQueue)
 	if c.Err != nil {
 		c.Mismatch = 0
 		return c
@@ -150,6 +207,11 @@ type PublicDraw struct {
 	Seed string `json:"seed,omitempty"`
 	// PreQueue is every ticket taken before the opening.
 	PreQueue []int64 `json:"pre_queue"`
+	// Transcript and Leaves are published with the seed: the leaf of
+	// each pre-queue ticket (TicketLeaf of its ticket string, hex, ticket
+	// 1 first) and their transcript (TranscriptOf).
+	Transcript string   `json:"transcript,omitempty"`
+	Leaves     []string `json:"leaves,omitempty"`
 	// Served is the pre-queue's tickets in the order they were admitted so far.
 	Served []int64 `json:"served"`
 	// Line is the current line's number in History (0: the document has
@@ -167,10 +229,11 @@ type DrawLine struct {
 	Commitment  string    `json:"commitment"`
 	Lottery     bool      `json:"lottery"`
 	PublishedAt time.Time `json:"published_at"`
-	// Seed, PreQueueSize and RevealedAt are recorded when the line's room
-	// opened: the revealed seed and how many tickets the closed pre-queue
-	// held (tickets 1..PreQueueSize).
+	// Seed, PreQueueSize, Transcript and RevealedAt are recorded when the
+	// line's room opened: the revealed seed, how many tickets the closed
+	// pre-queue held (tickets 1..PreQueueSize) and their transcript.
 	Seed         string     `json:"seed,omitempty"`
+	Transcript   string     `json:"transcript,omitempty"`
 	PreQueueSize *int64     `json:"pre_queue_size,omitempty"`
 	RevealedAt   *time.Time `json:"revealed_at,omitempty"`
 }
@@ -186,7 +249,33 @@ func (d PublicDraw) Verify() (DrawCheck, error) {
 	if err != nil {
 		return DrawCheck{}, err
 	}
-	return VerifyDraw(seed, d.Commitment, d.PreQueue, d.Served), nil
+	if d.Transcript == "" {
+		return DrawCheck{}, fmt.Errorf("%w: the document publishes no transcript (a room opened by a build before transcripts, or not a draw document)", ErrInvalid)
+	}
+	transcript, err := ParseTranscript(d.Transcript)
+	if err != nil {
+		return DrawCheck{}, err
+	}
+	leaves := make([][sha256.Size]byte, len(d.Leaves))
+	for i, l := range d.Leaves {
+		v, err := ParseTranscript(l)
+		if err != nil {
+			return DrawCheck{}, fmt.Errorf("%w: leaf %d is not 64 hex digits", ErrInvalid, i+1)
+		}
+		leaves[i] = v
+	}
+	return VerifyDraw(seed, d.Commitment, transcript, leaves, d.PreQueue, d.Served), nil
+}
+
+// HoldsTicket reports whether the document's leaf of ticket number is the
+// leaf of ticket, the buyer's own ticket string: their ticket is in the
+// transcript, at its number.
+func (d PublicDraw) HoldsTicket(number int64, ticket string) bool {
+	if number < 1 || number > int64(len(d.Leaves)) {
+		return false
+	}
+	leaf := TicketLeaf(ticket)
+	return strings.EqualFold(d.Leaves[number-1], hex.EncodeToString(leaf[:]))
 }
 
 // Audit is the check of a draw document against a commitment the buyer
@@ -209,8 +298,9 @@ type Audit struct {
 	Missing       int64
 	// Recorded is the history's line of the document's commitment, nil if
 	// there is none. RecordedMatches: it records the opening, with the
-	// document's seed and N, the document's pre-queue size (a room whose
-	// draw Redis lost reads an empty pre-queue: the database remembers N).
+	// document's seed, transcript and N, the document's pre-queue size (a
+	// room whose draw Redis lost reads an empty pre-queue: the database
+	// remembers N and T).
 	Recorded        *DrawLine
 	RecordedMatches bool
 }
@@ -223,7 +313,7 @@ func (a Audit) OK() bool {
 // Audit checks d against observed, a commitment (64 hex digits) the buyer
 // saw before the opening: Verify, then that d's commitment is observed,
 // that its pre-queue is tickets 1..N, and that its history recorded the
-// opening with the same seed and N.
+// opening with the same seed, transcript and N.
 func (d PublicDraw) Audit(observed string) (Audit, error) {
 	observed = strings.ToLower(strings.TrimSpace(observed))
 	if _, err := LineOf(observed); err != nil {
@@ -246,7 +336,8 @@ func (d PublicDraw) Audit(observed string) (Audit, error) {
 	a.Missing = firstMissing(d.PreQueue)
 	a.PreQueueWhole = a.Missing == 0
 	if r := a.Recorded; r != nil && r.PreQueueSize != nil {
-		a.RecordedMatches = strings.EqualFold(r.Seed, d.Seed) && *r.PreQueueSize == int64(len(d.PreQueue))
+		a.RecordedMatches = strings.EqualFold(r.Seed, d.Seed) && *r.PreQueueSize == int64(len(d.PreQueue)) &&
+			r.Transcript != "" && strings.EqualFold(r.Transcript, d.Transcript)
 	}
 	return a, nil
 }

@@ -1,6 +1,8 @@
 package room_test
 
 import (
+	"encoding/hex"
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,20 +10,26 @@ import (
 )
 
 // honestDraw is a draw of 10 tickets, 5 served, with the history a room
-// writes: its line published, then revealed with N = 10.
+// writes: its line published, then revealed with N = 10 and the
+// transcript. Ticket n's string is "ticket n".
 func honestDraw(t *testing.T) (room.PublicDraw, room.Seed) {
 	t.Helper()
 	seed := room.NewSeed()
-	pre := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	order, err := room.DrawOrder(seed, pre)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := int64(len(pre))
+	d := room.PublicDraw{ItemID: 3, Commitment: seed.Commitment(), Seed: seed.String(), PreQueue: []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, Line: 1}
+	redraw(t, &d, seed, 5)
+	n := int64(len(d.PreQueue))
 	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
-	return room.PublicDraw{ItemID: 3, Commitment: seed.Commitment(), Seed: seed.String(), PreQueue: pre, Served: order[:5], Line: 1,
-		History: []room.DrawLine{{Line: 1, Commitment: seed.Commitment(), Lottery: true, PublishedAt: at,
-			Seed: seed.String(), PreQueueSize: &n, RevealedAt: &at}}}, seed
+	d.History = []room.DrawLine{{Line: 1, Commitment: seed.Commitment(), Lottery: true, PublishedAt: at,
+		Seed: seed.String(), PreQueueSize: &n, Transcript: d.Transcript, RevealedAt: &at}}
+	return d, seed
+}
+
+// redraw sets d's leaves (ticket t's string "ticket t"), transcript and
+// first served tickets from its pre-queue and seed, as an operator who
+// rewrites a document consistently would.
+func redraw(t *testing.T, d *room.PublicDraw, seed room.Seed, served int) {
+	t.Helper()
+	redrawWith(t, d, seed, "ticket %d", served)
 }
 
 func TestAuditHonest(t *testing.T) {
@@ -47,12 +55,13 @@ func TestAuditSwappedSeed(t *testing.T) {
 	var swapped room.Seed
 	for {
 		swapped = room.NewSeed()
-		if o, _ := room.DrawOrder(swapped, d.PreQueue); o[0] == 7 {
+		tr, _ := room.ParseTranscript(d.Transcript)
+		if o, _ := room.DrawOrder(swapped, tr, d.PreQueue); o[0] == 7 {
 			break // ticket 7 first: the friend's
 		}
 	}
-	order, _ := room.DrawOrder(swapped, d.PreQueue)
-	d.Commitment, d.Seed, d.Served = swapped.Commitment(), swapped.String(), order[:5]
+	d.Commitment, d.Seed = swapped.Commitment(), swapped.String()
+	redraw(t, &d, swapped, 5)
 	// An operator with the database rewrites the history too.
 	d.History[0].Commitment, d.History[0].Seed = swapped.Commitment(), swapped.String()
 	if c, err := d.Verify(); err != nil || !c.OK() {
@@ -71,10 +80,9 @@ func TestAuditMissingTicket(t *testing.T) {
 	t.Parallel()
 	d, seed := honestDraw(t)
 	d.PreQueue = []int64{1, 2, 3, 5, 6, 7, 8, 9, 10} // ticket 4 left out
-	order, _ := room.DrawOrder(seed, d.PreQueue)
-	d.Served = order[:5]
+	redraw(t, &d, seed, 5)
 	n := int64(len(d.PreQueue))
-	d.History[0].PreQueueSize = &n // even with a history that agrees
+	d.History[0].PreQueueSize, d.History[0].Transcript = &n, d.Transcript // even with a history that agrees
 	a, err := d.Audit(seed.Commitment())
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +101,8 @@ func TestAuditMissingTicket(t *testing.T) {
 func TestAuditEmptiedByLoss(t *testing.T) {
 	t.Parallel()
 	d, seed := honestDraw(t)
-	d.PreQueue, d.Served = []int64{}, []int64{}
+	d.PreQueue = []int64{}
+	redraw(t, &d, seed, 0)
 	a, err := d.Audit(seed.Commitment())
 	if err != nil {
 		t.Fatal(err)
@@ -164,4 +173,87 @@ func TestAuditInput(t *testing.T) {
 	if _, err := d.Audit(seed.Commitment()); err == nil {
 		t.Error("Audit(seed not revealed) succeeded")
 	}
+}
+
+// TestAuditTranscript: a document whose transcript is not its leaves', or
+// that left a leaf out, or whose leaves are not the ones the database
+// recorded at the opening, is refused; a buyer finds their own ticket's
+// leaf at its number.
+func TestAuditTranscript(t *testing.T) {
+	t.Parallel()
+	d, seed := honestDraw(t)
+	if !d.HoldsTicket(4, "ticket 4") || d.HoldsTicket(4, "ticket 5") || d.HoldsTicket(11, "ticket 11") || d.HoldsTicket(0, "ticket 1") {
+		t.Error("HoldsTicket: want ticket 4's string at 4 only")
+	}
+
+	// A wrong T: the served order drawn with a transcript the leaves do
+	// not hash to (the operator ground T, or the seed with it).
+	w, _ := honestDraw(t)
+	wseed, _ := room.ParseSeed(w.Seed)
+	var wrong room.Transcript
+	wrong[5] = 9
+	order, _ := room.DrawOrder(wseed, wrong, w.PreQueue)
+	w.Transcript, w.Served, w.History[0].Transcript = wrong.String(), order[:5], wrong.String()
+	if a, err := w.Audit(w.Commitment); err != nil || a.OK() || a.TranscriptMatches {
+		t.Errorf("Audit(wrong transcript) = %+v %v, want refused", a, err)
+	}
+
+	// A leaf missing: 9 leaves for 10 tickets, T and the order made from
+	// the 9.
+	m := d
+	m.Leaves = d.Leaves[:9]
+	leaves := make([][32]byte, 9)
+	for i := range leaves {
+		leaves[i], _ = room.ParseTranscript(m.Leaves[i])
+	}
+	tr := room.TranscriptOf(leaves)
+	order, _ = room.DrawOrder(seed, tr, m.PreQueue)
+	m.Transcript, m.Served = tr.String(), order[:5]
+	m.History = []room.DrawLine{d.History[0]}
+	m.History[0].Transcript = m.Transcript
+	if a, err := m.Audit(seed.Commitment()); err != nil || a.OK() || a.LeavesWhole {
+		t.Errorf("Audit(a leaf missing) = %+v %v, want refused", a, err)
+	}
+
+	// Leaves replaced after the opening (sybils swapped in for real
+	// tickets, the document redrawn): self-consistent, but the database
+	// recorded another T.
+	r := d
+	r.Leaves = nil
+	redrawWith(t, &r, seed, "sybil %d", 5)
+	if c, err := r.Verify(); err != nil || !c.OK() {
+		t.Fatalf("the rewritten document agrees with itself: %+v %v", c, err)
+	}
+	if a, _ := r.Audit(seed.Commitment()); a.OK() || a.RecordedMatches {
+		t.Errorf("Audit(leaves rewritten after the recorded opening) = %+v, want refused", a)
+	}
+
+	// No transcript at all: not a draw this build can check.
+	n := d
+	n.Transcript = ""
+	if _, err := n.Audit(seed.Commitment()); err == nil {
+		t.Error("Audit(no transcript) succeeded")
+	}
+	n.Transcript, n.Leaves = d.Transcript, []string{"zz"}
+	if _, err := n.Audit(seed.Commitment()); err == nil {
+		t.Error("Audit(a leaf not hex) succeeded")
+	}
+}
+
+// redrawWith is redraw with ticket strings of format.
+func redrawWith(t *testing.T, d *room.PublicDraw, seed room.Seed, format string, served int) {
+	t.Helper()
+	leaves := make([][32]byte, len(d.PreQueue))
+	d.Leaves = make([]string, len(d.PreQueue))
+	for i, tk := range d.PreQueue {
+		leaves[i] = room.TicketLeaf(fmt.Sprintf(format, tk))
+		d.Leaves[i] = hex.EncodeToString(leaves[i][:])
+	}
+	tr := room.TranscriptOf(leaves)
+	d.Transcript = tr.String()
+	order, err := room.DrawOrder(seed, tr, d.PreQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Served = order[:min(served, len(order))]
 }

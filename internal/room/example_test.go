@@ -77,16 +77,22 @@ func Example() {
 
 func ExampleVerifyDraw() {
 	var seed room.Seed // all zero, for a fixed output
-	order, _ := room.DrawOrder(seed, []int64{1, 2, 3, 4, 5})
+	pre := []int64{1, 2, 3, 4, 5}
+	var leaves [][32]byte // each pre-queue ticket's string, hashed
+	for _, t := range pre {
+		leaves = append(leaves, room.TicketLeaf(fmt.Sprintf("ticket %d", t)))
+	}
+	tr := room.TranscriptOf(leaves)
+	order, _ := room.DrawOrder(seed, tr, pre)
 	fmt.Println(order)
 
-	c := room.VerifyDraw(seed, seed.Commitment(), []int64{1, 2, 3, 4, 5}, order[:2])
+	c := room.VerifyDraw(seed, seed.Commitment(), tr, leaves, pre, order[:2])
 	fmt.Println("prefix served:", c.OK())
 
-	c = room.VerifyDraw(seed, seed.Commitment(), []int64{1, 2, 3, 4, 5}, []int64{order[1], order[0]})
+	c = room.VerifyDraw(seed, seed.Commitment(), tr, leaves, pre, []int64{order[1], order[0]})
 	fmt.Println("swapped:", c.OK(), "first mismatch at", c.Mismatch)
 	// Output:
-	// [4 1 2 3 5]
+	// [3 1 2 5 4]
 	// prefix served: true
 	// swapped: false first mismatch at 0
 }

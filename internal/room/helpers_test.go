@@ -174,3 +174,28 @@ func wantTickets(t testing.TB, what string, got, want []int64) {
 		t.Fatalf("%s: got %v, want %v", what, got, want)
 	}
 }
+
+// drawnOrder is the order the draw gives r's pre-queue of users u1..un
+// (joinUsers from 1), recomputed from the outside: each ticket's leaf from
+// its default ticket string and the room's epoch, their transcript, which
+// must be the one the room published.
+func drawnOrder(t testing.TB, r *room.Room, seed room.Seed, n int64) []int64 {
+	t.Helper()
+	st, err := r.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves := make([][32]byte, n)
+	for i := range leaves {
+		leaves[i] = room.TicketLeaf(room.DefaultTicketString(int64(i+1), fmt.Sprintf("u%d", i+1), st.Epoch))
+	}
+	tr := room.TranscriptOf(leaves)
+	if st.Transcript != tr.String() {
+		t.Fatalf("room's transcript %q, recomputed from its tickets %s", st.Transcript, tr)
+	}
+	order, err := room.DrawOrder(seed, tr, seq(1, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return order
+}

@@ -16,6 +16,7 @@ type keys struct {
 	tickets string // hash: ticket -> user id
 	rank    string // string: 4 bytes a pre-queue ticket, its serve number (after the draw)
 	draw    string // string: 4 bytes a serve number, its pre-queue ticket (after the draw)
+	leaves  string // string: 32 bytes a pre-queue ticket, its leaf (TicketLeaf; after the draw)
 	live    string // sorted set: admitted, unused, unexpired tickets by pass expiry (ms)
 	used    string // set: tickets whose pass bought
 	spent   string // sorted set: tickets whose pass bought in the last SpentGrace, by the node's TIME (ms)
@@ -36,6 +37,7 @@ func newKeys(prefix string, itemID int64) (keys, error) {
 		tickets: base + ":tickets",
 		rank:    base + ":rank",
 		draw:    base + ":draw",
+		leaves:  base + ":leaves",
 		live:    base + ":live",
 		used:    base + ":used",
 		spent:   base + ":spent",
@@ -43,5 +45,5 @@ func newKeys(prefix string, itemID int64) (keys, error) {
 }
 
 func (k keys) all() []string {
-	return []string{k.meta, k.users, k.tickets, k.rank, k.draw, k.live, k.used, k.spent}
+	return []string{k.meta, k.users, k.tickets, k.rank, k.draw, k.leaves, k.live, k.used, k.spent}
 }

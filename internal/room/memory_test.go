@@ -46,8 +46,8 @@ func roomBytesPerUser(tb testing.TB, n int, userID func(i int) string) float64 {
 	}
 	var total int64
 	keys := testenv.Keys(tb, rdb, b.KeyPrefix+":*")
-	if len(keys) != 5 { // meta, users, tickets, rank, draw: nobody admitted yet
-		tb.Fatalf("room keys %v, want 5", keys)
+	if len(keys) != 6 { // meta, users, tickets, rank, draw, leaves: nobody admitted yet
+		tb.Fatalf("room keys %v, want 6", keys)
 	}
 	for _, k := range keys {
 		used, err := rdb.MemoryUsage(ctx, k, 0).Result()

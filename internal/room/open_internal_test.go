@@ -69,7 +69,19 @@ func TestOpenFinishesAfterACrash(t *testing.T) {
 		for i := range pre {
 			pre[i] = int64(i + 1)
 		}
-		drawn, _ := DrawOrder(seed, pre)
+		st, err := next.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaves := make([][32]byte, len(pre))
+		for i := range leaves {
+			leaves[i] = TicketLeaf(DefaultTicketString(int64(i+1), fmt.Sprintf("u%d", i), st.Epoch))
+		}
+		tr := TranscriptOf(leaves)
+		if st.Transcript != tr.String() {
+			t.Fatalf("transcript %q, recomputed %s", st.Transcript, tr)
+		}
+		drawn, _ := DrawOrder(seed, tr, pre)
 		if want := append(drawn, 21); !slices.Equal(a.Tickets, want) {
 			t.Errorf("served %v, want the draw then the late join: %v", a.Tickets, want)
 		}

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/seckill/seckill/internal/stock/gate"
@@ -23,12 +24,28 @@ type Options struct {
 	// second's last call does not leave its tail unadmitted. Default 0: a
 	// call admits what is due by its own millisecond.
 	AdmitLead time.Duration
+
+	// TicketString is the string a buyer holds for ticket number of user,
+	// joined in the room's set-up epoch (Stats.Epoch): the opening hashes
+	// each pre-queue ticket's into the draw's transcript (TicketLeaf), so
+	// it must be the exact string the join answered. Default
+	// DefaultTicketString.
+	TicketString func(number int64, user, epoch string) string
+}
+
+// DefaultTicketString is the ticket string of a room without its own
+// (Options.TicketString): "number:epoch:user".
+func DefaultTicketString(number int64, user, epoch string) string {
+	return strconv.FormatInt(number, 10) + ":" + epoch + ":" + user
 }
 
 func (o *Options) resolve() Options {
 	var r Options
 	if o != nil {
 		r = *o
+	}
+	if r.TicketString == nil {
+		r.TicketString = DefaultTicketString
 	}
 	if r.KeyPrefix == "" {
 		r.KeyPrefix = gate.DefaultKeyPrefix

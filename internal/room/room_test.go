@@ -117,7 +117,7 @@ func TestDrawThenFIFO(t *testing.T) {
 		if err := r.Open(ctx, seed); err != nil {
 			t.Fatalf("Open: %v", err)
 		}
-		drawn, _ := room.DrawOrder(seed, seq(1, 40))
+		drawn := drawnOrder(t, r, seed, 40)
 		later := joinUsers(t, r, 41, 10, at(1))
 		wantTickets(t, "tickets after the opening", later, seq(41, 50))
 
@@ -202,7 +202,7 @@ func TestCloseAndResume(t *testing.T) {
 		if err := r.Open(ctx, seed); err != nil {
 			t.Fatal(err)
 		}
-		drawn, _ := room.DrawOrder(seed, seq(1, 6))
+		drawn := drawnOrder(t, r, seed, 6)
 		a := admit(t, r, at(999), 2, 10)
 		if err := r.Consume(ctx, a.Tickets[0], at(999)); err != nil {
 			t.Fatal(err)

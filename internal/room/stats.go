@@ -28,11 +28,13 @@ type Stats struct {
 	// Epoch names this set-up of the room (16 hex digits, new at each
 	// Setup that created it; empty for a room set up before epochs).
 	Epoch string
+	// Transcript is the draw's transcript (hex), set by the opening.
+	Transcript string
 }
 
 // Stats reads the room's counters (two reads, not one snapshot).
 func (r *Room) Stats(ctx context.Context) (Stats, error) {
-	m, err := r.rdb.HMGet(ctx, r.k.meta, "phase", "closed", "seq", "pre", "head", "admitted", "used", "expired", "rate", "epoch").Result()
+	m, err := r.rdb.HMGet(ctx, r.k.meta, "phase", "closed", "seq", "pre", "head", "admitted", "used", "expired", "rate", "epoch", "transcript").Result()
 	if err != nil {
 		return Stats{}, unavailable(err)
 	}
@@ -47,6 +49,7 @@ func (r *Room) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{Phase: m[0].(string), Closed: m[1] == "1", Tickets: n(2), PreQueue: n(3),
 		Admitted: n(5), Used: n(6), Expired: n(7), Rate: n(8)}
 	s.Epoch, _ = m[9].(string)
+	s.Transcript, _ = m[10].(string)
 	s.Waiting = s.Tickets - n(4)
 	if s.Live, err = r.rdb.ZCard(ctx, r.k.live).Result(); err != nil {
 		return Stats{}, unavailable(err)

@@ -13,7 +13,7 @@ import (
 // closed, tickets, pre-queue, head, rate), and a ticket's serve number is
 // either its own number (joined after the opening, or a room without a
 // lottery) or its place in the draw, which never changes once the room
-// opened and is computed here once from the seed (DrawOrder). Only a
+// opened and is computed here once from the seed and the transcript (DrawOrder). Only a
 // ticket whose serve number the line has reached (admitted, expired or
 // used), one newer than the counters, or counters older than
 // maxStatsAge, asks Redis.
@@ -38,11 +38,17 @@ func (e *entry) setEpoch(s string) {
 }
 
 // rankOf is the serve number of pre-queue ticket t (1..pre) in r's draw.
-func (e *entry) rankOf(r *row, pre, t int64) (int64, bool) {
+// The draw depends on the pre-queue's transcript: a room opened without
+// one (by an older build) is answered by Redis.
+func (e *entry) rankOf(r *row, pre int64, transcript string, t int64) (int64, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.rankFor != r.Commitment || int64(len(e.rank)) != pre {
+	if e.rankFor != r.Commitment+transcript || int64(len(e.rank)) != pre {
 		seed, err := r.seed()
+		if err != nil {
+			return 0, false
+		}
+		tr, err := room.ParseTranscript(transcript)
 		if err != nil {
 			return 0, false
 		}
@@ -50,7 +56,7 @@ func (e *entry) rankOf(r *row, pre, t int64) (int64, bool) {
 		for i := range tickets {
 			tickets[i] = int64(i + 1)
 		}
-		order, err := room.DrawOrder(seed, tickets)
+		order, err := room.DrawOrder(seed, tr, tickets)
 		if err != nil {
 			return 0, false
 		}
@@ -58,7 +64,7 @@ func (e *entry) rankOf(r *row, pre, t int64) (int64, bool) {
 		for i, tk := range order {
 			e.rank[tk-1] = uint32(i + 1)
 		}
-		e.rankFor = r.Commitment
+		e.rankFor = r.Commitment + transcript
 	}
 	if t < 1 || t > int64(len(e.rank)) {
 		return 0, false
@@ -91,7 +97,7 @@ func (s *Service) cachedStatus(e *entry, v *stock.ItemView, number int64, ep epo
 		serve = number
 	default:
 		var ok bool
-		if serve, ok = e.rankOf(r, st.PreQueue, number); !ok {
+		if serve, ok = e.rankOf(r, st.PreQueue, st.Transcript, number); !ok {
 			return nil, false
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // room_draws holds every commitment the item published, with its line
 // (written in the transaction that stores the commitment: admin.go) and,
 // once the room opened, its seed and the closed pre-queue's size (written
-// by the loop after the opening: recordOpening). A Redis loss, or a room
+// by the loop after the opening: recordOpening), and its transcript. A Redis loss, or a room
 // turned off and on, replaces the live draw; the history stays, so a
 // checker (seckill-draw) sees that the draw of N tickets now reads empty,
 // or that the line it observed is not the current one.
@@ -25,7 +25,10 @@ type Draw struct {
 	Commitment string  `json:"commitment,omitempty"`
 	Seed       *string `json:"seed"`
 	PreQueue   []int64 `json:"pre_queue"`
-	Served     []int64 `json:"served"`
+	// Transcript and Leaves: room.PublicDraw's, once open.
+	Transcript string   `json:"transcript,omitempty"`
+	Leaves     []string `json:"leaves,omitempty"`
+	Served     []int64  `json:"served"`
 	// Line is the current commitment's line in History.
 	Line    int             `json:"line,omitempty"`
 	History []room.DrawLine `json:"history,omitempty"`
@@ -47,7 +50,8 @@ func (s *Service) Draw(ctx context.Context, id int64) (*Draw, error) {
 	if err != nil {
 		return nil, roomErr(err)
 	}
-	out := &Draw{ItemID: id, Lottery: true, Commitment: d.Commitment, PreQueue: d.PreQueue, Served: d.Served}
+	out := &Draw{ItemID: id, Lottery: true, Commitment: d.Commitment, PreQueue: d.PreQueue, Served: d.Served,
+		Transcript: d.Transcript, Leaves: d.Leaves}
 	if d.Seed != "" {
 		out.Seed = &d.Seed
 	}
@@ -61,6 +65,9 @@ func (s *Service) Draw(ctx context.Context, id int64) (*Draw, error) {
 			PreQueueSize: l.PreQueue}
 		if l.Seed != nil {
 			h.Seed = *l.Seed
+		}
+		if l.Transcript != nil {
+			h.Transcript = *l.Transcript
 		}
 		if l.RevealedAt != nil {
 			at := l.RevealedAt.UTC()
@@ -89,11 +96,11 @@ func (e *entry) line() string {
 // after the opening, never before it: a database outage must not hold the
 // opening back (joins after starts_at are never drawn); the loop retries
 // it each tick until it is written.
-func (s *Service) recordOpening(ctx context.Context, e *entry, r *row, pre int64, now time.Time) {
+func (s *Service) recordOpening(ctx context.Context, e *entry, r *row, pre int64, transcript string, now time.Time) {
 	if done := e.recordedFor.Load(); !r.Lottery || (done != nil && *done == r.Commitment) {
 		return
 	}
-	ok, err := store.RevealDraw(ctx, s.db, e.id, r.Commitment, r.Seed, pre, now)
+	ok, err := store.RevealDraw(ctx, s.db, e.id, r.Commitment, r.Seed, pre, transcript, now)
 	if err != nil {
 		e.warn(s, err)
 		return

@@ -335,7 +335,7 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 		}
 	}
 	if st.Phase == "open" {
-		s.recordOpening(ctx, e, r, st.PreQueue, now)
+		s.recordOpening(ctx, e, r, st.PreQueue, st.Transcript, now)
 	}
 	if verr != nil {
 		// No fresh stock figure: no admission round (its cap needs one).

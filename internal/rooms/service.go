@@ -254,7 +254,8 @@ func (s *Service) reload(ctx context.Context) error {
 			e.update(&r)
 			continue
 		}
-		rm, err := room.New(s.rdb, r.ItemID, &room.Options{KeyPrefix: s.cfg.KeyPrefix, PassKey: s.pass, AdmitLead: s.cfg.Tick})
+		rm, err := room.New(s.rdb, r.ItemID, &room.Options{KeyPrefix: s.cfg.KeyPrefix, PassKey: s.pass, AdmitLead: s.cfg.Tick,
+			TicketString: s.ticketString(r.ItemID)})
 		if err != nil {
 			return err
 		}

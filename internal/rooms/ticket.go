@@ -70,6 +70,13 @@ func (s ticketSigner) sign(itemID, number int64, ep epoch, user string) string {
 	return base64.RawURLEncoding.EncodeToString(buf)
 }
 
+// ticketString is item id's room.Options.TicketString: the string a join
+// answered for a ticket, so the opening's transcript hashes the strings
+// the buyers hold (room.TicketLeaf).
+func (s *Service) ticketString(id int64) func(number int64, user, ep string) string {
+	return func(number int64, user, ep string) string { return s.tix.sign(id, number, epochOf(ep), user) }
+}
+
 func (s ticketSigner) mac(dst, payload []byte) []byte {
 	h := s.macs.Get().(hash.Hash)
 	h.Reset()

@@ -20,9 +20,11 @@ type DrawLine struct {
 	Commitment  string    `gorm:"column:commitment"`
 	Lottery     bool      `gorm:"column:lottery"`
 	PublishedAt time.Time `gorm:"column:published_at"`
-	// Seed, PreQueue and RevealedAt are nil until the line's room opened
-	// (and this line was recorded there).
+	// Seed, PreQueue, Transcript and RevealedAt are nil until the line's
+	// room opened (and this line was recorded there; Transcript since
+	// migration 00016).
 	Seed       *string    `gorm:"column:seed"`
+	Transcript *string    `gorm:"column:transcript"`
 	PreQueue   *int64     `gorm:"column:pre_queue"`
 	RevealedAt *time.Time `gorm:"column:revealed_at"`
 }
@@ -53,14 +55,14 @@ func PublishDraw(ctx context.Context, tx *gorm.DB, id int64, commitment string, 
 }
 
 // RevealDraw records the opening of item id's line of commitment: its
-// seed and the closed pre-queue's size. Only the first record counts: a
+// seed, the closed pre-queue's size and its transcript. Only the first record counts: a
 // room opened again after Redis lost it (an empty pre-queue) does not
 // overwrite the size of the real opening. It reports whether a row
 // holds the reveal now (false: the commitment was never published).
-func RevealDraw(ctx context.Context, db *gorm.DB, id int64, commitment, seed string, preQueue int64, at time.Time) (bool, error) {
+func RevealDraw(ctx context.Context, db *gorm.DB, id int64, commitment, seed string, preQueue int64, transcript string, at time.Time) (bool, error) {
 	if err := db.WithContext(ctx).Model(&DrawLine{}).
 		Where("item_id = ? AND commitment = ? AND seed IS NULL", id, commitment).
-		Updates(map[string]any{"seed": seed, "pre_queue": preQueue, "revealed_at": at.UTC()}).Error; err != nil {
+		Updates(map[string]any{"seed": seed, "pre_queue": preQueue, "transcript": transcript, "revealed_at": at.UTC()}).Error; err != nil {
 		return false, dbError("record the draw", err)
 	}
 	var n int64

@@ -28,17 +28,17 @@ func TestDrawLines(t *testing.T) {
 		publish(8, c2) // another item's lines are its own
 		publish(7, c2)
 
-		ok, err := RevealDraw(ctx, db, 7, c1, strings.Repeat("1", 64), 12, at.Add(time.Hour))
+		ok, err := RevealDraw(ctx, db, 7, c1, strings.Repeat("1", 64), 12, strings.Repeat("7", 64), at.Add(time.Hour))
 		if err != nil || !ok {
 			t.Fatalf("reveal: %v %v", ok, err)
 		}
 		// A second opening (Redis lost the room: an empty pre-queue) does
 		// not overwrite the first.
-		ok, err = RevealDraw(ctx, db, 7, c1, strings.Repeat("1", 64), 0, at.Add(2*time.Hour))
+		ok, err = RevealDraw(ctx, db, 7, c1, strings.Repeat("1", 64), 0, strings.Repeat("e", 64), at.Add(2*time.Hour))
 		if err != nil || !ok {
 			t.Fatalf("reveal again: %v %v", ok, err)
 		}
-		if ok, err := RevealDraw(ctx, db, 7, strings.Repeat("c", 64), strings.Repeat("1", 64), 3, at); err != nil || ok {
+		if ok, err := RevealDraw(ctx, db, 7, strings.Repeat("c", 64), strings.Repeat("1", 64), 3, strings.Repeat("7", 64), at); err != nil || ok {
 			t.Fatalf("reveal of a commitment never published: %v %v, want false", ok, err)
 		}
 
@@ -53,10 +53,11 @@ func TestDrawLines(t *testing.T) {
 			t.Errorf("lines %+v, want c1 at line 1, c2 at line 2", ls)
 		}
 		if ls[0].Seed == nil || *ls[0].Seed != strings.Repeat("1", 64) || ls[0].PreQueue == nil || *ls[0].PreQueue != 12 ||
+			ls[0].Transcript == nil || *ls[0].Transcript != strings.Repeat("7", 64) ||
 			ls[0].RevealedAt == nil || !ls[0].RevealedAt.Equal(at.Add(time.Hour)) {
-			t.Errorf("line 1's reveal: %+v, want seed 11..., pre-queue 12 at %v", ls[0], at.Add(time.Hour))
+			t.Errorf("line 1's reveal: %+v, want seed 11..., pre-queue 12, transcript 77... at %v", ls[0], at.Add(time.Hour))
 		}
-		if ls[1].Seed != nil || ls[1].PreQueue != nil || ls[1].RevealedAt != nil {
+		if ls[1].Seed != nil || ls[1].PreQueue != nil || ls[1].Transcript != nil || ls[1].RevealedAt != nil {
 			t.Errorf("line 2 is not revealed: %+v", ls[1])
 		}
 		if !ls[1].PublishedAt.Equal(at) {
