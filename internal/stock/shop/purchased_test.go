@@ -22,12 +22,9 @@ import (
 // again, and a failed attempt forgets her. Every strategy.
 func TestRepeatBuyerRefusedFromMemory(t *testing.T) {
 	t.Parallel()
-	// The six cases side by side in this test's slot: each has its own
-	// item, proxy and service, and mostly waits (on the cut, on the lock's
-	// release); as parallel subtests they queued for the package's two
-	// slots at its end.
-	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) {
-		testenv.RunTogether(t, stock.Strategies, strategyName, func(t *testing.T, name stock.StrategyName) {
+	// Each case has its own item, proxy and service.
+	testenv.ForEachParallel(t, func(t *testing.T, b testenv.Backend) {
+		eachStrategyParallel(t, func(t *testing.T, name stock.StrategyName) {
 			ctx := context.Background()
 			rdb, proxy, _ := proxied(t, b)
 			s := newTestService(t, b, Config{}, rdb)
@@ -101,8 +98,8 @@ func TestRememberedBuyerAfterTheSaleEnds(t *testing.T) {
 	t.Parallel()
 	// The cases side by side (each its own service and item): they wait
 	// out their sales' ends.
-	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) {
-		testenv.RunTogether(t, stock.Strategies, strategyName, func(t *testing.T, name stock.StrategyName) {
+	testenv.ForEachParallel(t, func(t *testing.T, b testenv.Backend) {
+		eachStrategyParallel(t, func(t *testing.T, name stock.StrategyName) {
 			ctx := context.Background()
 			s := newTestService(t, b, Config{}, nil)
 			clock := &fakeClock{t: time.Now()} // frozen: the memo stays fresh
