@@ -39,7 +39,7 @@ lint:
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 	go vet -tags faultinject ./internal/app/ ./internal/faulttest/
-	go vet -tags drill ./internal/faulttest/
+	go vet -tags drill ./internal/app/ ./internal/faulttest/ ./internal/room/
 	go tool -modfile=tools/go.mod staticcheck ./...
 
 bench:
