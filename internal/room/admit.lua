@@ -109,14 +109,14 @@ end
 -- Serve numbers from head+1: the pre-queue's tickets from the draw, then
 -- each ticket is its own serve number. A waiting ticket seen in neither
 -- long seen window is passed over (it reads expired: seen.go), once the
--- seen bitmaps have been kept two windows. One seen in a long window but
--- in neither short one is deferred (seen.go), once the short bitmaps have
--- been kept two short windows; the deferred go first, oldest first, once
--- seen in a short window again, and are passed over once unseen in the
--- long windows.
+-- seen bitmaps have been kept two windows. One seen in neither short
+-- window is deferred (seen.go), once the short bitmaps have been kept two
+-- short windows; the deferred go first, oldest first, once seen in a
+-- short window again, and are passed over once unseen in the long windows
+-- (once those are kept two windows).
 local since, short_since = tonumber(m[13]), tonumber(m[14])
 local skipping = seen_ms > 0 and since ~= nil and now_ms - since >= 2 * seen_ms
-local deferring = skipping and short_ms > 0 and short_since ~= nil and now_ms - short_since >= 2 * short_ms
+local deferring = short_ms > 0 and short_since ~= nil and now_ms - short_since >= 2 * short_ms
 local function seen(a, b, t) return redis.call('GETBIT', a, t) == 1 or redis.call('GETBIT', b, t) == 1 end
 local adm_ms = math.max(now_ms, tonumber(m[11]) or 0)
 local expiry = adm_ms + ttl
@@ -140,7 +140,7 @@ if aside > 0 then
     elseif not deferring or seen(short_cur, short_prev, tk) then
       redis.call('ZREM', deferred, tk)
       admit(tk)
-    elseif not seen(seen_cur, seen_prev, tk) then
+    elseif skipping and not seen(seen_cur, seen_prev, tk) then
       redis.call('ZREM', deferred, tk)
       skipped = skipped + 1
     end
