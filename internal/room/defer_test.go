@@ -64,7 +64,7 @@ func newDeferRig(t *testing.T, e env, waiters int) deferRig {
 // pass). Now those seen lately but not very lately are deferred, and a
 // pass nobody reads lapses after the claim window: a live waiter behind
 // them has the unit within a claim window or two.
-func TestReturnedUnitReachesALiveWaiter(t *testing.T) {
+func TestReturnedUnitReachesALiveWaiterWithinClaimWindows(t *testing.T) {
 	t.Parallel()
 	forEachRedis(t, func(t *testing.T, e env) {
 		ctx := context.Background()
