@@ -125,10 +125,12 @@ local function admit(t)
   redis.call('ZADD', live, expiry, t)
   if deferring then
     -- Claimed within claim_ms, or deferred: seen in a short window again
-    -- means polled since this admission.
+    -- means polled since this admission. (A bit is cleared only where it
+    -- is set: SETBIT on a missing key would make one with no expiry.)
     redis.call('ZADD', claim, now_ms + claim_ms, t)
-    redis.call('SETBIT', short_cur, t, 0)
-    redis.call('SETBIT', short_prev, t, 0)
+    for _, w in ipairs({short_cur, short_prev}) do
+      if redis.call('GETBIT', w, t) == 1 then redis.call('SETBIT', w, t, 0) end
+    end
   end
   admitted[#admitted + 1] = tonumber(t)
 end
