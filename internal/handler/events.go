@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -38,6 +39,10 @@ type eventPageJSON struct {
 // events serves a page of the feed: ?after= (default 0: from the
 // beginning) and ?limit= (default 100, at most 1000).
 func (h *Handler) events(c *gin.Context) {
+	if h.cfg.Events == nil {
+		h.writeError(c, fmt.Errorf("no event feed configured: %w", stock.ErrNotFound))
+		return
+	}
 	var after int64
 	if raw, ok, err := queryValue(c, "after"); err != nil {
 		h.writeError(c, err)

@@ -21,6 +21,14 @@ func (f stalledFeed) EventsAfter(ctx context.Context, after int64, _ int) ([]sto
 	return nil, fmt.Errorf("database: read events: %w: %w", stock.ErrUnavailable, ctx.Err())
 }
 
+// answeringFeed answers every read with one event after the cursor.
+type answeringFeed struct{}
+
+func (answeringFeed) EventsAfter(_ context.Context, after int64, _ int) ([]store.Event, error) {
+	return []store.Event{{ID: "0190a0b4-0000-7000-8000-000000000001", Type: store.EventCreated, OrderID: "0190a0b4-0000-7000-8000-0000000000aa",
+		ItemID: 1, UserID: "ann", Status: "created", At: time.Unix(0, 0).UTC(), PubSeq: after + 1}}, nil
+}
+
 // A stalled database: the feed answers 503 unavailable once its bound
 // (EventsTimeout, the app's SECKILL_DB_TIMEOUT) ends the read, not at the
 // request's deadline. Without a feed configured, the route is a 404.
