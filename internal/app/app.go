@@ -183,6 +183,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 		readyTTL = DefaultReadyzTTL
 	}
 	shop := readyShop{Service: a.service, ready: newReadinessCache(a.service, readyTTL, time.Second)}
+	hcfg.Events, hcfg.EventsTimeout = st, dbTimeout
 	a.handler = handler.New(shop, hcfg)
 	return a, nil
 }

@@ -82,6 +82,19 @@ func (s *sale) String() string {
 // all returns the keys of each of the sale's buckets.
 func (s *sale) all() []keys { return bucketKeys(s.k.prefix, s.id, s.buckets) }
 
+// bucketKeys returns the keys of each of an item's buckets (its own keys
+// alone when it has one).
+func bucketKeys(prefix string, item int64, buckets int) []keys {
+	if buckets <= 1 {
+		return []keys{{prefix: prefix, item: item}}
+	}
+	out := make([]keys, buckets)
+	for b := range out {
+		out[b] = keys{prefix: prefix, item: item, bucket: b, buckets: buckets}
+	}
+	return out
+}
+
 // clusterMasterKilled kills a master mid-sale. With replicas, its replica
 // is promoted; without, the master is started again after 3s, its memory
 // gone (no persistence), and the gates on it are rebuilt from the

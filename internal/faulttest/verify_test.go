@@ -55,19 +55,6 @@ func (k keys) base() string {
 	return fmt.Sprintf("%s:{item:%d}", k.prefix, k.item)
 }
 
-// bucketKeys returns the keys of each of an item's buckets (its own keys
-// alone when it has one).
-func bucketKeys(prefix string, item int64, buckets int) []keys {
-	if buckets <= 1 {
-		return []keys{{prefix: prefix, item: item}}
-	}
-	out := make([]keys, buckets)
-	for b := range out {
-		out[b] = keys{prefix: prefix, item: item, bucket: b, buckets: buckets}
-	}
-	return out
-}
-
 func (k keys) meta() string   { return k.base() + ":meta" }
 func (k keys) buyers() string { return k.base() + ":buyers" }
 func (k keys) stream() string { return k.base() + ":orders" }

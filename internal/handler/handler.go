@@ -102,6 +102,13 @@ type Config struct {
 	// HumanCheck checks a join's human token (SECKILL_ROOM_HUMAN_VERIFY_URL,
 	// see NewHumanCheck). Default nil: off.
 	HumanCheck HumanCheck
+	// Events serves the admin feed of order events
+	// (GET /api/v1/admin/events). Default nil: no feed (404 not_found).
+	Events EventFeed
+	// EventsTimeout bounds one read of the feed, so a stalled database
+	// answers 503 within it (the app sets SECKILL_DB_TIMEOUT). Default 0:
+	// the request's timeout.
+	EventsTimeout time.Duration
 }
 
 // MaxBodyBytes caps request bodies; a larger one gets 413.
@@ -221,6 +228,7 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	get(adm, "/items/:id/dead-letters", h.deadLetters)
 	adm.POST("/items/:id/dead-letters/requeue", h.requeueDeadLetters)
 	adm.POST("/items/:id/reconcile", h.reconcile)
+	get(adm, "/events", h.events)
 
 	h.consoleRoutes(pub, admin)
 

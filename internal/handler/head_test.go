@@ -102,7 +102,7 @@ func TestHeadWhereverGet(t *testing.T) {
 		// A minute for a request: a HEAD stream that did not end would
 		// outlast rawHead's deadline.
 		h := newTestHandler(t, answeringShop(), Config{Metrics: metrics.New(nil), Pprof: true, SeparateAdmin: separate,
-			RequestTimeout: time.Minute, Rooms: answeringRooms{}, RoomChallenge: issue, RoomPoW: check})
+			RequestTimeout: time.Minute, Rooms: answeringRooms{}, RoomChallenge: issue, RoomPoW: check, Events: answeringFeed{}})
 		engines := map[string]*gin.Engine{"one listener": h.engine}
 		if separate {
 			engines = map[string]*gin.Engine{"public": h.engine, "admin": h.admin}

@@ -1,0 +1,78 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/internal/stock"
+	"github.com/seckill/seckill/internal/stock/store"
+)
+
+// EventFeed reads the order events in delivery order: the admin feed
+// (GET /api/v1/admin/events), readable with or without NATS.
+type EventFeed interface {
+	// EventsAfter returns up to limit events whose delivery sequence is
+	// above after, in that order.
+	EventsAfter(ctx context.Context, after int64, limit int) ([]store.Event, error)
+}
+
+// maxEventsPage caps one page of the admin feed.
+const maxEventsPage = 1000
+
+// eventJSON is one event of the feed: the body JetStream consumers get,
+// plus its place in delivery order (the next page's ?after=).
+type eventJSON struct {
+	store.Event
+	Cursor int64 `json:"cursor"`
+}
+
+type eventPageJSON struct {
+	Events []eventJSON `json:"events"`
+	// NextAfter is the ?after= of the next page: the last event's cursor,
+	// or the request's own after when there was none (poll again later).
+	NextAfter int64 `json:"next_after"`
+}
+
+// events serves a page of the feed: ?after= (default 0: from the
+// beginning) and ?limit= (default 100, at most 1000).
+func (h *Handler) events(c *gin.Context) {
+	if h.cfg.Events == nil {
+		h.writeError(c, fmt.Errorf("no event feed configured: %w", stock.ErrNotFound))
+		return
+	}
+	var after int64
+	if raw, ok, err := queryValue(c, "after"); err != nil {
+		h.writeError(c, err)
+		return
+	} else if ok && raw != "0" {
+		if after, err = queryNumber(c, "after", 1<<62, 0); err != nil {
+			h.writeError(c, stock.Invalidf("after must be 0 or a cursor from a page's next_after (decimal digits, no sign or leading zero), got %q", raw))
+			return
+		}
+	}
+	limit, err := queryNumber(c, "limit", maxEventsPage, 100)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	if h.cfg.EventsTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.cfg.EventsTimeout)
+		defer cancel()
+	}
+	evs, err := h.cfg.Events.EventsAfter(ctx, after, int(limit))
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	out := eventPageJSON{Events: make([]eventJSON, len(evs)), NextAfter: after}
+	for i, e := range evs {
+		out.Events[i] = eventJSON{Event: e, Cursor: e.PubSeq}
+		out.NextAfter = e.PubSeq
+	}
+	c.JSON(http.StatusOK, out)
+}
