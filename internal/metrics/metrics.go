@@ -326,3 +326,8 @@ func (c *redisPoolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(s.IdleConns))
 	ch <- prometheus.MustNewConstMetric(c.stale, prometheus.CounterValue, float64(s.StaleConns))
 }
+
+// PaymentWebhookCounter is the counter of one webhook outcome (tests).
+func (m *Metrics) PaymentWebhookCounter(outcome string) prometheus.Counter {
+	return m.webhooks.WithLabelValues(outcome)
+}
