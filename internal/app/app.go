@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	if secrets := cfg.stripeSecrets(); secrets != nil {
 		// The webhook's database work has the order writes' bound: a
 		// stalled database answers 503 and the provider retries.
-		hcfg.StripeWebhookSecrets, hcfg.Payments, hcfg.PaymentTimeout = secrets, st, dbTimeout
+		hcfg.StripeWebhookSecrets, hcfg.Payments, hcfg.PaymentTimeout = secrets, a.service, dbTimeout
 	}
 	hcfg.Currency, hcfg.PaymentNow = cfg.currency(), cfg.Now
 	if cfg.UserJWTSecret != "" {

@@ -183,8 +183,13 @@ func TestStripeWebhookPaysOrders(t *testing.T) {
 		}
 		ignored := `{"id":"evt_other","object":"event","type":"charge.refunded","data":{"object":{"id":"ch_1","object":"charge"}}}`
 		wantWebhook(t, postWebhook(t, c, ignored, stripeSecret), "ignored", false)
-		if r := c.Must(t, "GET", "/metrics", nil, true, nil); !strings.Contains(string(r.Body), `seckill_payment_webhooks_total{outcome="duplicate"} 4`) {
-			t.Errorf("metrics lack the webhooks' duplicates:\n%s", grepLines(string(r.Body), "payment_webhooks"))
+		r = c.Must(t, "GET", "/metrics", nil, true, nil)
+		for _, want := range []string{`seckill_payment_webhooks_total{outcome="duplicate"} 4`, `seckill_payment_webhooks_total{outcome="rejected"} 3`,
+			`seckill_payment_webhooks_total{outcome="refund_due"} 3`, `seckill_payment_webhooks_total{outcome="signature_invalid"} 1`,
+			`seckill_order_transitions_total{strategy="lock",to="paid"} 1`} {
+			if !strings.Contains(string(r.Body), want) {
+				t.Errorf("metrics lack %s:\n%s", want, grepLines(string(r.Body), "payment_webhooks"))
+			}
 		}
 	})
 }

@@ -23,7 +23,7 @@ import (
 // secrets (several during a rotation), and records the payments they name
 // through Payments.
 
-// Payments records a verified payment (*store.Store implements it).
+// Payments records a verified payment (*shop.Service implements it).
 type Payments interface {
 	// RecordPayment records p once by its event id and applies it to its
 	// order; currency is the one prices are in.

@@ -43,4 +43,7 @@ type PaymentRecord struct {
 	// Duplicate: the event was recorded before (a redelivery); Outcome and
 	// Reason are the first delivery's and nothing changed now.
 	Duplicate bool
+	// ItemID is the order's item (0 when the payment named no order, and
+	// on a Duplicate).
+	ItemID int64
 }

@@ -149,6 +149,16 @@ func (s *Service) settleOrder(ctx context.Context, id, userID string, act orderA
 	return nil, fmt.Errorf("order %s kept changing while being settled: %w", id, stock.ErrUnavailable)
 }
 
+// RecordPayment records a payment the provider reported
+// (store.RecordPayment) and reports an order it paid as a transition.
+func (s *Service) RecordPayment(ctx context.Context, p stock.Payment, currency string) (stock.PaymentRecord, error) {
+	rec, err := s.store.RecordPayment(ctx, p, currency)
+	if err == nil && !rec.Duplicate && rec.Outcome == stock.PaymentPaid {
+		s.observe(ctx, rec.ItemID, TransitionPaid)
+	}
+	return rec, err
+}
+
 func (s *Service) pay(ctx context.Context, o *stock.Order, now time.Time) (bool, error) {
 	won, err := s.store.PayOrder(ctx, o.ID, now)
 	if won {

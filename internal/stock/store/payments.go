@@ -86,15 +86,19 @@ func (s *Store) applyPayment(ctx context.Context, tx *sql.Tx, p stock.Payment, c
 	case err != nil:
 		return stock.PaymentRecord{}, dbError("read order", err)
 	}
+	item := func(r stock.PaymentRecord, err error) (stock.PaymentRecord, error) {
+		r.ItemID = itemID
+		return r, err
+	}
 	var price int64
 	if err := tx.QueryRowContext(ctx, "SELECT price_cents FROM items WHERE id = ?", itemID).Scan(&price); err != nil {
 		return stock.PaymentRecord{}, dbError("read item's price", err)
 	}
 	if !strings.EqualFold(p.Currency, currency) {
-		return rejected("currency %q is not %q", p.Currency, strings.ToLower(currency))
+		return item(rejected("currency %q is not %q", p.Currency, strings.ToLower(currency)))
 	}
 	if p.Amount != price {
-		return rejected("amount %d is not the item's price_cents %d", p.Amount, price)
+		return item(rejected("amount %d is not the item's price_cents %d", p.Amount, price))
 	}
 	var reason string
 	switch {
@@ -116,7 +120,7 @@ func (s *Store) applyPayment(ctx context.Context, tx *sql.Tx, p stock.Payment, c
 		if err := s.appendOrderEvent(ctx, tx, EventPaid, p.OrderID, now); err != nil {
 			return stock.PaymentRecord{}, err
 		}
-		return stock.PaymentRecord{Outcome: stock.PaymentPaid}, nil
+		return stock.PaymentRecord{Outcome: stock.PaymentPaid, ItemID: itemID}, nil
 	case status == stock.StatusPaid:
 		reason = "the order was paid already"
 	default:
@@ -129,7 +133,7 @@ func (s *Store) applyPayment(ctx context.Context, tx *sql.Tx, p stock.Payment, c
 	if err := s.appendOrderEvent(ctx, tx, EventRefundDue, p.OrderID, now); err != nil {
 		return stock.PaymentRecord{}, err
 	}
-	return stock.PaymentRecord{Outcome: stock.PaymentRefundDue, Reason: reason}, nil
+	return stock.PaymentRecord{Outcome: stock.PaymentRefundDue, Reason: reason, ItemID: itemID}, nil
 }
 
 // recordedPayment reads the outcome the event id was recorded with.

@@ -73,7 +73,9 @@ func TestRecordPaymentPaysOnce(t *testing.T) {
 		r := newPaymentRig(t, b)
 		id := r.order()
 		now := Now()
-		wantOutcome(t, r.pay("evt_1", id, 1250, "USD", now), stock.PaymentPaid, false)
+		if rec := r.pay("evt_1", id, 1250, "USD", now); rec.Outcome != stock.PaymentPaid || rec.Duplicate || rec.ItemID != r.it.ID {
+			t.Fatalf("payment: %+v, want paid of item %d", rec, r.it.ID)
+		}
 		if s := r.status(id); s != stock.StatusPaid {
 			t.Fatalf("order is %s after its payment", s)
 		}
