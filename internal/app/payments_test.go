@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -216,4 +218,33 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// The webhook's settings are read and checked: a list with an empty
+// secret, a blank one or a currency that is no ISO code refuses to start.
+func TestPaymentSettings(t *testing.T) {
+	t.Parallel()
+	parse := func(vars map[string]string) (app.Config, error) {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		return app.ParseConfig(fs, nil, env(vars))
+	}
+	cfg, err := parse(map[string]string{"SECKILL_STRIPE_WEBHOOK_SECRET": "whsec_a, whsec_b", "SECKILL_CURRENCY": "EUR"})
+	if err != nil || cfg.StripeWebhookSecret != "whsec_a, whsec_b" || cfg.Currency != "EUR" {
+		t.Fatalf("got %q %q %v", cfg.StripeWebhookSecret, cfg.Currency, err)
+	}
+	if cfg, err := parse(nil); err != nil || cfg.Currency != app.DefaultCurrency || app.DefaultCurrency != "usd" || cfg.StripeWebhookSecret != "" {
+		t.Fatalf("defaults: %q %q %v", cfg.Currency, cfg.StripeWebhookSecret, err)
+	}
+	for _, bad := range []map[string]string{
+		{"SECKILL_STRIPE_WEBHOOK_SECRET": "whsec_a,,whsec_b"},
+		{"SECKILL_STRIPE_WEBHOOK_SECRET": "whsec_a,"},
+		{"SECKILL_STRIPE_WEBHOOK_SECRET": "  "},
+		{"SECKILL_CURRENCY": "dollars"},
+		{"SECKILL_CURRENCY": "u$d"},
+	} {
+		if _, err := parse(bad); err == nil {
+			t.Errorf("%v: accepted", bad)
+		}
+	}
 }
