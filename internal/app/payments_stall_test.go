@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/app/apptest"
+	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -77,4 +78,39 @@ func stalledWebhook(t *testing.T) time.Duration {
 func TestStripeWebhookDatabaseStalled(t *testing.T) {
 	t.Parallel()
 	stalledWebhook(t)
+}
+
+// A payment for a lua-async order still queued (no writer runs here) is
+// 409 order_pending and recorded nowhere: the provider retries once the
+// order is written, and its payment is not rejected as naming no order.
+func TestStripeWebhookPendingOrderIsRetried(t *testing.T) {
+	t.Parallel()
+	b := testenv.Real(t)
+	_, c := apptest.Start(t, b, func(cfg *app.Config) {
+		cfg.StripeWebhookSecret = stripeSecret
+		cfg.Writers = queue.NoWriters
+	})
+	st, err := store.New(b.DB(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Must(t, "POST", "/api/v1/admin/items", map[string]any{"name": "queued", "stock": 3, "strategy": "lua-async", "price_cents": priceCents}, true, nil)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create item: %d %s", r.Status, r.Body)
+	}
+	var it apptest.Item
+	r.JSON(t, &it)
+	r, err = c.PlaceOrder(it.ID, "queued", "")
+	if err != nil || r.Status != http.StatusAccepted {
+		t.Fatalf("order: %v %d %s", err, r.Status, r.Body)
+	}
+	var o apptest.Order
+	r.JSON(t, &o)
+	r = postWebhook(t, c, webhookEvent("evt_pending", o.ID, priceCents, "usd"), stripeSecret)
+	if r.Status != http.StatusConflict || r.ErrorCode() != "order_pending" {
+		t.Fatalf("webhook for a pending order: got %d %s, want 409 order_pending", r.Status, r.Body)
+	}
+	if pe, err := st.PaymentEvents(t.Context(), o.ID); err != nil || len(pe) != 0 {
+		t.Fatalf("the pending order's payment was recorded: %+v %v", pe, err)
+	}
 }

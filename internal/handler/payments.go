@@ -51,6 +51,7 @@ const (
 	webhookSignatureInvalid = "signature_invalid"
 	webhookInvalid          = "invalid"
 	webhookError            = "error"
+	webhookPending          = "pending"
 )
 
 // Limits of what a payment event may carry (payment_events' columns).
@@ -120,7 +121,11 @@ func (h *Handler) stripeWebhook(c *gin.Context) {
 	}
 	rec, err := h.cfg.Payments.RecordPayment(ctx, p, h.currency())
 	if err != nil {
-		h.cfg.Metrics.PaymentWebhook(webhookError)
+		label := webhookError
+		if errors.Is(err, stock.ErrOrderPending) {
+			label = webhookPending // 409: the provider retries
+		}
+		h.cfg.Metrics.PaymentWebhook(label)
 		if ctx.Err() != nil && !errors.Is(err, stock.ErrUnavailable) {
 			err = fmt.Errorf("%w: %w", stock.ErrUnavailable, err)
 		}

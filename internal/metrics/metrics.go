@@ -92,7 +92,7 @@ func New(code func(error) string) *Metrics {
 	}, []string{"strategy", "via"})
 	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Name: "payment_webhooks_total",
-		Help: "Payment provider webhook events by outcome: paid, refund_due, rejected (recorded, the order untouched), duplicate (a redelivery), ignored (another event type), signature_invalid, invalid, error (not recorded: the provider retries).",
+		Help: "Payment provider webhook events by outcome: paid, refund_due, rejected (recorded, the order untouched), duplicate (a redelivery), ignored (another event type), signature_invalid, invalid, pending (a lua-async order not written yet) and error (not recorded: the provider retries).",
 	}, []string{"outcome"})
 	m.lockObtain = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "lock_obtain_seconds",
