@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,5 +176,50 @@ func TestRecordPaymentOfUnpayableOrderIsRefundDue(t *testing.T) {
 			wantOutcome(t, r.pay("evt_"+c.order, c.order, 1250, "usd", later), stock.PaymentRefundDue, true)
 			wantTypes(t, r.st, c.order, want...)
 		}
+	})
+}
+
+// Deliveries racing on one order: of eight concurrent deliveries of one
+// event exactly one records it (the others wait for its commit and answer
+// its outcome as duplicates), and of two events paying the same order one
+// pays it and the other is refund_due: one paid event in all.
+func TestRecordPaymentConcurrentDeliveries(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		r := newPaymentRig(t, b)
+		id := r.order()
+		now := Now()
+		type result struct {
+			rec stock.PaymentRecord
+			err error
+		}
+		events := []string{"evt_a", "evt_a", "evt_a", "evt_a", "evt_b", "evt_b", "evt_b", "evt_b"}
+		out := make(chan result, len(events))
+		var wg sync.WaitGroup
+		for _, ev := range events {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				rec, err := r.st.RecordPayment(ctx, stock.Payment{EventID: ev, Type: "payment_intent.succeeded",
+					OrderID: id, Amount: 1250, Currency: "usd", ReceivedAt: now}, "usd")
+				out <- result{rec, err}
+			}()
+		}
+		wg.Wait()
+		close(out)
+		firsts := map[string]int{}
+		for res := range out {
+			if res.err != nil {
+				t.Fatalf("record payment: %v", res.err)
+			}
+			if !res.rec.Duplicate {
+				firsts[res.rec.Outcome]++
+			}
+		}
+		if firsts[stock.PaymentPaid] != 1 || firsts[stock.PaymentRefundDue] != 1 || len(firsts) != 2 {
+			t.Fatalf("first deliveries by outcome %v, want one paid and one refund_due", firsts)
+		}
+		wantTypes(t, r.st, id, "created/created", "paid/paid", "refund_due/paid")
 	})
 }
