@@ -181,6 +181,9 @@ func stripePayment(ev stripe.Event) (p stock.Payment, ok bool, err error) {
 		return p, false, errors.New("the event has no valid id")
 	}
 	p.EventID, p.Type = ev.ID, string(ev.Type)
+	if ev.Created > 0 {
+		p.PaidAt = time.Unix(ev.Created, 0)
+	}
 	var meta map[string]string
 	switch ev.Type {
 	case stripe.EventTypePaymentIntentSucceeded:

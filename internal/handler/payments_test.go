@@ -92,7 +92,8 @@ func TestStripeWebhookRecordsPayment(t *testing.T) {
 	}
 	got := pay.calls()
 	if len(got) != 1 || got[0].EventID != "evt_1" || got[0].OrderID != testOrderID || got[0].Amount != 1250 ||
-		got[0].Currency != "eur" || got[0].Type != "payment_intent.succeeded" || got[0].ReceivedAt.IsZero() || pay.cur[0] != "eur" {
+		got[0].Currency != "eur" || got[0].Type != "payment_intent.succeeded" || got[0].ReceivedAt.IsZero() || pay.cur[0] != "eur" ||
+		!got[0].PaidAt.Equal(time.Unix(1700000000, 0)) {
 		t.Fatalf("payments %+v, currencies %v", got, pay.cur)
 	}
 	if n := webhookCount(h, "paid"); n != 1 {

@@ -16,9 +16,14 @@ type Payment struct {
 	Amount int64
 	// Currency is the ISO code, lower case as the provider sends it.
 	Currency string
-	// ReceivedAt is when the webhook arrived; an order's payment deadline
-	// is judged by it.
+	// ReceivedAt is when the webhook arrived.
 	ReceivedAt time.Time
+	// PaidAt is when the provider says the payment happened (the signed
+	// event's created time; zero when unknown). An order's payment deadline
+	// is judged by it, never later than ReceivedAt: a payment made in time
+	// but delivered late (the provider's retries while this service was
+	// down) still pays an order the sweeper has not expired yet.
+	PaidAt time.Time
 }
 
 // Payment outcomes.

@@ -21,7 +21,8 @@ import (
 var errDuplicatePayment = errors.New("payment event recorded before")
 
 // RecordPayment records p and applies it to its order, in one transaction.
-// A created order whose payment deadline has not passed at p.ReceivedAt,
+// A created order whose payment deadline had not passed when it was paid
+// (p.PaidAt, or p.ReceivedAt when that is zero or later),
 // whose item's price_cents is p.Amount and whose currency is currency
 // (compared without case) is marked paid, with its paid event. A payment
 // for an order that can no longer be paid (cancelled, expired, failed, past
@@ -76,6 +77,10 @@ func (s *Store) applyPayment(ctx context.Context, tx *sql.Tx, p stock.Payment, c
 	if !s.sqlite {
 		q += " FOR UPDATE" // the order row only: the item's row is read unlocked below
 	}
+	paidAt := now // what the deadline is judged by
+	if pa := p.PaidAt.UTC().Truncate(time.Microsecond); !pa.IsZero() && pa.Before(now) {
+		paidAt = pa
+	}
 	var status string
 	var expires sql.NullTime
 	var updated time.Time
@@ -102,12 +107,12 @@ func (s *Store) applyPayment(ctx context.Context, tx *sql.Tx, p stock.Payment, c
 	}
 	var reason string
 	switch {
-	case status == stock.StatusCreated && expires.Valid && !expires.Time.After(now):
+	case status == stock.StatusCreated && expires.Valid && !expires.Time.After(paidAt):
 		reason = "the order's payment deadline had passed"
 	case status == stock.StatusCreated:
 		res, err := tx.ExecContext(ctx,
 			"UPDATE "+s.orderByID()+" SET status = ?, updated_at = ? WHERE id = ? AND status = ? AND (expires_at IS NULL OR expires_at > ?)",
-			stock.StatusPaid, now, p.OrderID, stock.StatusCreated, now)
+			stock.StatusPaid, now, p.OrderID, stock.StatusCreated, paidAt)
 		if err != nil {
 			return stock.PaymentRecord{}, dbError("pay order", err)
 		}

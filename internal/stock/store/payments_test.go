@@ -179,6 +179,34 @@ func TestRecordPaymentOfUnpayableOrderIsRefundDue(t *testing.T) {
 	})
 }
 
+// A payment the provider made before the deadline but delivered after it
+// (PaidAt in time) pays an order the sweeper has not expired yet; one made
+// after it is refund_due; a PaidAt later than the arrival counts as the
+// arrival.
+func TestRecordPaymentJudgesTheDeadlineByPaidAt(t *testing.T) {
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		r := newPaymentRig(t, b)
+		now := Now()
+		later := now.Add(2 * time.Hour) // past the hour's payment deadline
+		pay := func(event, order string, paidAt time.Time) stock.PaymentRecord {
+			rec, err := r.st.RecordPayment(context.Background(), stock.Payment{EventID: event, Type: "payment_intent.succeeded",
+				OrderID: order, Amount: 1250, Currency: "usd", ReceivedAt: later, PaidAt: paidAt}, "usd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		}
+		inTime, late, future := r.order(), r.order(), r.order()
+		wantOutcome(t, pay("evt_in_time", inTime, now.Add(30*time.Minute)), stock.PaymentPaid, false)
+		wantTypes(t, r.st, inTime, "created/created", "paid/paid")
+		wantOutcome(t, pay("evt_late", late, now.Add(90*time.Minute)), stock.PaymentRefundDue, false)
+		wantOutcome(t, pay("evt_future", future, later.Add(time.Hour)), stock.PaymentRefundDue, false)
+		if s := r.status(late); s != stock.StatusCreated {
+			t.Fatalf("the late-paid order is %s", s)
+		}
+	})
+}
+
 // Deliveries racing on one order: of eight concurrent deliveries of one
 // event exactly one records it (the others wait for its commit and answer
 // its outcome as duplicates), and of two events paying the same order one
