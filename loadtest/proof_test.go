@@ -31,15 +31,11 @@ var proofStrategies = func() []string {
 // DB-side ones.
 func TestProof(t *testing.T) {
 	t.Parallel()
-	// CPU-heavy: never beside another package's latency-bound test.
-	testenv.Heavy(t)
 	if testing.Short() {
 		t.Skip("proof runs thousands of requests; skipped with -short")
 	}
-	// The backends at once, in this test's slot and Heavy turn: as
-	// parallel subtests they queued for a slot behind the package's other
-	// tests, and the package's last minute was this test alone.
-	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) { // each its own database and key prefix
+	// The backends side by side, each with its own database and key prefix.
+	testenv.ForEachParallel(t, func(t *testing.T, b testenv.Backend) { // each its own database and key prefix
 		const token = "loadtest-proof-token-0123456789"
 		a, err := app.New(context.Background(), app.Config{RedisURL: b.RedisURL, MySQLDSN: b.MySQLDSN,
 			SQLitePath: b.SQLitePath, KeyPrefix: b.KeyPrefix, AdminToken: token},

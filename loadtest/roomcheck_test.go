@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/harness"
 )
 
@@ -39,7 +38,6 @@ func runRoomFake(t *testing.T, bugs roomBugs, mutate func(*harness.Config)) *har
 	t.Helper()
 	// CPU-heavy (hundreds of buyers polling): never beside another
 	// package's latency-bound test.
-	testenv.Heavy(t)
 	f, srv := newRoomFake(t, bugs)
 	cfg := roomFakeConfig(srv.URL, f.token)
 	cfg.Store = f

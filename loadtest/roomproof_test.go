@@ -27,15 +27,11 @@ import (
 // (docs/BENCHMARKS.md holds the measured figures).
 func TestRoomProof(t *testing.T) {
 	t.Parallel()
-	// CPU-heavy: never beside another package's latency-bound test.
-	testenv.Heavy(t)
 	if testing.Short() {
 		t.Skip("room proof runs thousands of requests; skipped with -short")
 	}
-	// The backends at once, in this test's slot and Heavy turn: as
-	// parallel subtests they queued for a slot behind the package's other
-	// tests, and the package's last minute was this test alone.
-	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) { // each its own database and key prefix
+	// The backends side by side, each with its own database and key prefix.
+	testenv.ForEachParallel(t, func(t *testing.T, b testenv.Backend) { // each its own database and key prefix
 		const token = "loadtest-room-proof-token-0123456789"
 		// On MariaDB+Redis two instances share the room: every buyer's
 		// requests go to both in turn, and their two admission loops
@@ -112,7 +108,6 @@ func TestRoomProof(t *testing.T) {
 // could end before the late users joined (409 sold_out, fewer tickets).
 func TestCommandRoomMode(t *testing.T) {
 	t.Parallel()
-	testenv.Heavy(t) // CPU-heavy, as TestRoomProof
 	if testing.Short() {
 		t.Skip("starts the service; skipped with -short")
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/loadtest/harness"
 )
 
@@ -16,7 +15,6 @@ import (
 func TestSweep(t *testing.T) {
 	t.Parallel()
 	// CPU-heavy: never beside another package's latency-bound test.
-	testenv.Heavy(t)
 	f, srv := newFake(t, fakeBugs{})
 	cfg := fakeConfig(srv.URL, f.token)
 	cfg.Store = f

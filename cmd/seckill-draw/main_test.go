@@ -14,13 +14,11 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/room"
-	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 // TestMain lets a test run this binary as the command itself: with
 // SECKILL_DRAW_RUN_MAIN=1 it is main(), exit code and all.
 func TestMain(m *testing.M) {
-	exitsleep.Skip() // first: it starts the binary again
 	if os.Getenv("SECKILL_DRAW_RUN_MAIN") == "1" {
 		main()
 		return

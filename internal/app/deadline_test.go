@@ -1,3 +1,5 @@
+//go:build drill
+
 package app_test
 
 import (
@@ -23,14 +25,12 @@ const deadlineSlack = time.Second
 // every order must still be answered within the request timeout, a 503
 // unavailable, and nothing may be left half done: once the row is free the
 // item sells exactly its stock, and the gate agrees with the database.
-func TestHeldItemRowAnswersWithinDeadline(t *testing.T) {
-	// It bounds a latency: no CPU-heavy test of any package runs beside it.
-	testenv.Solo(t)
+func TestDrillHeldItemRowAnswersWithinDeadline(t *testing.T) {
 	const reqTimeout = 2 * time.Second
 	// Each strategy has its own database, Redis prefix and service, so the
-	// two run at once (testenv.RunTogether, within the Solo turn): their
+	// two run at once (parallel subtests): their
 	// buyers wait on a held row.
-	testenv.RunTogether(t, []string{"lua", "lock"}, func(s string) string { return s }, func(t *testing.T, strategy string) {
+	testenv.EachParallel(t, []string{"lua", "lock"}, func(s string) string { return s }, func(t *testing.T, strategy string) {
 		b := testenv.Real(t)
 		_, c := apptest.Start(t, b, func(cfg *app.Config) {
 			cfg.RequestTimeout = reqTimeout

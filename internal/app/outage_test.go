@@ -1,3 +1,5 @@
+//go:build drill
+
 package app_test
 
 import (
@@ -21,12 +23,9 @@ const outageBound = 3 * time.Second
 
 // Redis unreachable after start: an order answers 503 quickly, /readyz says
 // 503, and service resumes when Redis is back.
-func TestRedisOutage(t *testing.T) {
-	// It bounds a latency: no CPU-heavy test of any package runs beside it.
-	testenv.Solo(t)
+func TestDrillRedisOutage(t *testing.T) {
 	// Each backend and strategy has its own Redis, proxy and service, so the
-	// four run at once (testenv.RunTogether): an outage costs little CPU,
-	// and no CPU-heavy test runs beside it (Solo).
+	// four run at once (parallel subtests): an outage costs little CPU.
 	type outageCase struct{ backend, strategy string }
 	var cases []outageCase
 	for _, b := range testenv.ForEachNames {
@@ -34,7 +33,7 @@ func TestRedisOutage(t *testing.T) {
 			cases = append(cases, outageCase{b, s})
 		}
 	}
-	testenv.RunTogether(t, cases, func(c outageCase) string { return c.backend + "/" + c.strategy }, func(t *testing.T, oc outageCase) {
+	testenv.EachParallel(t, cases, func(c outageCase) string { return c.backend + "/" + c.strategy }, func(t *testing.T, oc outageCase) {
 		b, strategy := testenv.Open(t, oc.backend), oc.strategy
 		u, err := url.Parse(b.RedisURL)
 		if err != nil {
@@ -78,9 +77,7 @@ func TestRedisOutage(t *testing.T) {
 // The database unreachable on the lua path: the order answers 503 and its
 // Redis reservation is handed back, so all stock still sells once the
 // database returns.
-func TestDatabaseOutageHandsBackReservation(t *testing.T) {
-	// It bounds a latency: no CPU-heavy test of any package runs beside it.
-	testenv.Solo(t)
+func TestDrillDatabaseOutageHandsBackReservation(t *testing.T) {
 	b := testenv.Real(t)
 	dsn, err := gomysql.ParseDSN(b.MySQLDSN)
 	if err != nil {

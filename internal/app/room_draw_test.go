@@ -18,7 +18,7 @@ import (
 // turned off and on (a new line).
 func TestRoomDrawEvidence(t *testing.T) {
 	// The backends side by side (their rooms open on a clock, not on CPU).
-	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachParallel(t, func(t *testing.T, b testenv.Backend) {
 		c := startRoomApp(t, b)
 		opens := time.Now().Add(1500 * time.Millisecond).UTC()
 		id := createRoomItem(t, c, 50, map[string]any{"admit_per_second": 1000},

@@ -125,7 +125,7 @@ func TestRoomPaused(t *testing.T) {
 // places known at once. Changing lottery once anyone joined is 409.
 func TestRoomDrawAndFIFO(t *testing.T) {
 	// The backends side by side (their rooms open on a clock, not on CPU).
-	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachParallel(t, func(t *testing.T, b testenv.Backend) {
 		c := startRoomApp(t, b)
 		opens := time.Now().Add(2 * time.Second).UTC().Truncate(time.Millisecond)
 		withStart := func(m map[string]any) { m["starts_at"] = opens }
@@ -211,7 +211,7 @@ func TestRoomDrawAndFIFO(t *testing.T) {
 // draw's first ticket is admitted first.
 func TestRoomPollPositionsFollowTheDraw(t *testing.T) {
 	// The backends side by side (their rooms open on a clock, not on CPU).
-	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) {
+	testenv.ForEachParallel(t, func(t *testing.T, b testenv.Backend) {
 		c := startRoomApp(t, b)
 		opens := time.Now().Add(1500 * time.Millisecond).UTC()
 		id := createRoomItem(t, c, 50, map[string]any{"admit_per_second": 1, "paused": true},

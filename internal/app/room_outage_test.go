@@ -1,3 +1,5 @@
+//go:build drill
+
 package app_test
 
 import (
@@ -14,16 +16,15 @@ import (
 // a join and a status poll fail closed with a fast 503, an order with a
 // good pass too (its gate is in Redis), and a bad pass is still a 403 (it
 // needs no Redis). Once Redis is back, the same user finds the same place.
-func TestRoomRedisDownOrStalled(t *testing.T) {
+func TestDrillRoomRedisDownOrStalled(t *testing.T) {
 	type fault struct {
 		name        string
 		start, heal func(*testenv.Proxy)
 	}
 	cut := fault{"down", (*testenv.Proxy).Cut, (*testenv.Proxy).Restore}
 	stall := fault{"stalled", (*testenv.Proxy).Stall, (*testenv.Proxy).Heal}
-	testenv.Solo(t) // it bounds how fast an outage is answered
 	// Each case has its own backends, proxy and service, so the three run
-	// at once (testenv.RunTogether, within the Solo turn): a refused or
+	// at once (parallel subtests): a refused or
 	// stalled connection costs little CPU.
 	type outageCase struct {
 		backend string
@@ -33,7 +34,7 @@ func TestRoomRedisDownOrStalled(t *testing.T) {
 		// The embedded Redis's default bound is 10 s (it has no network
 		// to stall); a stall is the real Redis's failure.
 		{"mariadb", stall}}
-	testenv.RunTogether(t, cases, func(c outageCase) string { return c.backend + "/" + c.name }, func(t *testing.T, oc outageCase) {
+	testenv.EachParallel(t, cases, func(c outageCase) string { return c.backend + "/" + c.name }, func(t *testing.T, oc outageCase) {
 		b, f := testenv.Open(t, oc.backend), oc.fault
 		u, err := url.Parse(b.RedisURL)
 		if err != nil {

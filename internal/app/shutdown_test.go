@@ -10,7 +10,6 @@ import (
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/stock"
-	"github.com/seckill/seckill/internal/testenv"
 )
 
 // In the embedded default the queue lives in the process's own Redis, which
@@ -18,8 +17,6 @@ import (
 // queued lua-async order first, or its 202s are lost.
 func TestEmbeddedShutdownWritesTheQueue(t *testing.T) {
 	t.Parallel()
-	// CPU-heavy: never beside another package's latency-bound test.
-	testenv.Heavy(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "seckill.db")
 	// One writer, one order per transaction: a backlog builds up.

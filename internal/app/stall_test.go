@@ -1,3 +1,5 @@
+//go:build drill
+
 package app_test
 
 import (
@@ -37,9 +39,7 @@ const stallRequestTimeout = 4 * time.Second
 // budget, not from the request's deadline. Once the fault heals nothing was
 // lost: every 2xx has its order, the item sells exactly its stock, and the
 // gate agrees with the database.
-func TestStalledBackends(t *testing.T) {
-	// It bounds a latency: no CPU-heavy test of any package runs beside it.
-	testenv.Solo(t)
+func TestDrillStalledBackends(t *testing.T) {
 	type fault struct {
 		name        string
 		start, heal func(redisProxy, dbProxy *testenv.Proxy)
@@ -67,10 +67,9 @@ func TestStalledBackends(t *testing.T) {
 		}
 	}
 	// Each fault and strategy has its own backends, proxies and service, so
-	// the twelve run at once (testenv.RunTogether: the test is serial and
-	// holds the Solo turn, so nothing else of the package runs meanwhile): a
+	// the twelve run at once (parallel subtests): a
 	// stalled or slowed backend costs little CPU.
-	testenv.RunTogether(t, cases, func(c stallCase) string { return c.name + "/" + c.strategy }, func(t *testing.T, sc stallCase) {
+	testenv.EachParallel(t, cases, func(c stallCase) string { return c.name + "/" + c.strategy }, func(t *testing.T, sc stallCase) {
 		f, strategy := sc.fault, sc.strategy
 		b := testenv.Real(t)
 		ru, err := url.Parse(b.RedisURL)

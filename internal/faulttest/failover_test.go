@@ -1,3 +1,5 @@
+//go:build drill
+
 package faulttest
 
 import (
@@ -43,14 +45,17 @@ import (
 // claim backstop is 30s here, yet every lua-async order admitted before
 // the recovery is written within a few seconds of it; one item's stream
 // failing must not hold back another's entries until the backstop.
-func TestClusterMasterKilled(t *testing.T) {
-	// It bounds a latency: no CPU-heavy test of any package runs beside it.
-	testenv.Solo(t)
-	// The two cases at once (testenv.RunTogether, within the Solo turn):
-	// each has its own cluster, database and service, and mostly waits on
-	// the failover and its paced load.
-	testenv.RunTogether(t, []int{1, 0}, func(replicas int) string { return map[int]string{1: "replica", 0: "no-replica"}[replicas] },
-		clusterMasterKilled)
+//
+// It bounds latencies, so it is a drill (make drill). The two cases run
+// at once (parallel subtests): each has its own cluster, database and
+// service, and mostly waits on the failover and its paced load.
+func TestDrillClusterMasterKilled(t *testing.T) {
+	for _, replicas := range []int{1, 0} {
+		t.Run(map[int]string{1: "replica", 0: "no-replica"}[replicas], func(t *testing.T) {
+			t.Parallel()
+			clusterMasterKilled(t, replicas)
+		})
+	}
 }
 
 // Items of every strategy, each on the killed master and off it.

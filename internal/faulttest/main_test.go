@@ -7,18 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 // seckillBin is the binary under test, built once by TestMain.
 var seckillBin string
 
 func TestMain(m *testing.M) {
-	exitsleep.Skip() // first: it starts the binary again
-	// The tests mostly wait on their processes: four run at once.
-	testenv.Parallel(4)
 	dir, err := os.MkdirTemp("", "seckill-faulttest-")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "faulttest: temp dir: %v\n", err)

@@ -51,7 +51,7 @@ func startProc(t *testing.T, name string, args []string, env map[string]string) 
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	testenv.OwnSession(p.cmd)
+	testenv.DieWithTest(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -344,7 +344,7 @@ func privateRedis(t *testing.T) string {
 	p.cmd = exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", t.TempDir())
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	testenv.OwnSession(p.cmd)
+	testenv.DieWithTest(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}

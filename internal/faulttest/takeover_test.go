@@ -1,3 +1,5 @@
+//go:build drill
+
 package faulttest
 
 import (
@@ -31,9 +33,9 @@ const (
 // the database within seconds, not after ClaimIdle. Before the leases the
 // survivor waited the whole ClaimIdle (30 s by default); and with a small
 // ClaimIdle it stole the stalled writer's entries.
-func TestKilledWriterTakenOverInSeconds(t *testing.T) {
-	// It bounds a latency: no CPU-heavy test of any package runs beside it.
-	testenv.Solo(t)
+//
+// It bounds a latency, so it is a drill (make drill).
+func TestDrillKilledWriterTakenOverInSeconds(t *testing.T) {
 	// 30s is the default: recovery must not wait for it. 5s is the floor:
 	// a stall longer than it must not let a survivor steal the batch.
 	for _, claimIdle := range []string{"30s", "5s"} {

@@ -14,11 +14,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 func TestMain(m *testing.M) {
-	exitsleep.Skip() // first: it starts the binary again
 	// Outside CI, without Redis, every test that needs it skips with the
 	// reason (see unavailable), so the run says what it did not check. The
 	// runnable examples cannot skip, so they are left out. In CI it fails.
@@ -38,12 +36,6 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "FAIL: leave the examples out: %v\n", err)
 			os.Exit(1)
 		}
-	}
-	// Leases of tens of milliseconds: no other package's CPU-heavy test
-	// runs beside this package (the turn ends with the process).
-	if _, err := testenv.SoloTurn(); err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		os.Exit(1)
 	}
 	goleak.VerifyTestMain(m)
 }

@@ -50,7 +50,9 @@ func TestObserverEvents(t *testing.T) {
 	c := newClient(t, rdb, &lock.ClientOptions{Observer: &rec})
 	key := testKey(t, rdb)
 
-	first, err := c.Obtain(ctx, key, 80*time.Millisecond, nil)
+	// A lease long enough that second surely finds it held, however slow
+	// the machine is between the two calls; then second waits it out.
+	first, err := c.Obtain(ctx, key, time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ type roomMetrics struct {
 	admitted   *prometheus.CounterVec
 	wait       prometheus.Histogram
 	expired    *prometheus.CounterVec
+	deferred   *prometheus.CounterVec
 	rejections *prometheus.CounterVec
 }
 
@@ -33,10 +34,13 @@ func newRoomMetrics(reg *prometheus.Registry) roomMetrics {
 				"(a ticket joined on another instance counts only if it joined before the opening).", Buckets: waitBuckets}),
 		expired: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "room_passes_expired_total",
 			Help: "Passes found expired unused (abandoned) by this instance's admission loop, by item."}, []string{"item"}),
+		deferred: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "room_tickets_deferred_total",
+			Help: "Tickets set aside by this instance's admission loop, by item and reason: seen (polled lately but not very lately) " +
+				"or unclaimed (a pass its page did not read within the claim window lapsed)."}, []string{"item", "reason"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "room_pass_rejections_total",
 			Help: "Orders of roomed items refused for their pass, by reason (the API's error code)."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.waiting, m.admitted, m.wait, m.expired, m.rejections)
+	reg.MustRegister(m.waiting, m.admitted, m.wait, m.expired, m.deferred, m.rejections)
 	return m
 }
 
@@ -74,6 +78,14 @@ func (m *Metrics) RoomPassesExpired(item, n int64) {
 	m.room.expired.WithLabelValues(itemLabel(item)).Add(float64(n))
 }
 
+// RoomDeferred counts tickets deferred, for reason "seen" or "unclaimed".
+func (m *Metrics) RoomDeferred(item int64, reason string, n int64) {
+	if m == nil {
+		return
+	}
+	m.room.deferred.WithLabelValues(itemLabel(item), reason).Add(float64(n))
+}
+
 // RoomPassRejected counts an order refused for its pass.
 func (m *Metrics) RoomPassRejected(reason string) {
 	if m == nil {
@@ -91,4 +103,5 @@ func (m *Metrics) RoomForget(item int64) {
 	m.room.waiting.DeleteLabelValues(l)
 	m.room.admitted.DeleteLabelValues(l)
 	m.room.expired.DeleteLabelValues(l)
+	m.room.deferred.DeletePartialMatch(prometheus.Labels{"item": l})
 }

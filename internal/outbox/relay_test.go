@@ -14,11 +14,9 @@ import (
 	"github.com/seckill/seckill/internal/stock"
 	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 func TestMain(m *testing.M) {
-	exitsleep.Skip()
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"))
 }
 

@@ -54,6 +54,18 @@ type Admission struct {
 	// Skipped counts the waiting tickets passed over, not seen lately
 	// (MarkSeen); they read expired.
 	Skipped int64
+	// Deferred counts the tickets of the line this call set aside, seen
+	// lately but not very lately (seen.go); they read waiting at position
+	// 1 and go first once seen again.
+	Deferred int64
+	// Unclaimed counts the passes this call found unread past their claim
+	// deadline (Options.ClaimWindow): they lapsed and their tickets were
+	// deferred.
+	Unclaimed int64
+	// Advanced is how far this call moved the line's head: the tickets it
+	// took from the line (admitted, deferred or passed over), not counting
+	// deferred tickets admitted or passed over. Stats.Waiting falls by it.
+	Advanced int64
 }
 
 // Admit admits the next tickets in line: at most ratePerSecond a second
@@ -68,7 +80,9 @@ type Admission struct {
 // caller with its own mark and figure. Nothing is admitted before Open or
 // while closed, and nothing for a mark older than SpentGrace
 // (ErrStaleMark). Waiting tickets not seen lately (MarkSeen) are passed
-// over, up to maxSkipPerCall a call: they read expired (seen.go).
+// over, up to maxSkipPerCall a call: they read expired; those seen lately
+// but not very lately are deferred, and passes unread within the claim
+// window lapse (seen.go).
 func (r *Room) Admit(ctx context.Context, now time.Time, mark Mark, ratePerSecond, maxUnusedPasses int) (Admission, error) {
 	if ratePerSecond <= 0 || maxUnusedPasses < 0 {
 		return Admission{}, fmt.Errorf("%w: rate %d a second and %d unused passes", ErrInvalid, ratePerSecond, maxUnusedPasses)
@@ -76,19 +90,24 @@ func (r *Room) Admit(ctx context.Context, now time.Time, mark Mark, ratePerSecon
 	if mark.at.IsZero() {
 		return Admission{}, fmt.Errorf("%w: no mark (Mark)", ErrInvalid)
 	}
-	w := seenWindow(now)
-	v, err := admitScript.Run(ctx, r.rdb, []string{r.k.meta, r.k.live, r.k.draw, r.k.spent, r.k.seen(w), r.k.seen(w - 1)},
+	w, sw := seenWindow(now), shortSeenWindow(now)
+	k := r.k
+	v, err := admitScript.Run(ctx, r.rdb, []string{k.meta, k.live, k.draw, k.spent, k.seen(w), k.seen(w - 1),
+		k.deferred, k.claim, k.seenShort(sw), k.seenShort(sw - 1), k.used},
 		now.UnixMilli(), ratePerSecond, maxUnusedPasses, MaxAdmitPerCall, SpentGrace.Milliseconds(), r.opt.AdmitLead.Milliseconds(),
-		mark.at.UnixMilli(), SeenWindow.Milliseconds(), maxSkipPerCall).Slice()
+		mark.at.UnixMilli(), SeenWindow.Milliseconds(), maxSkipPerCall, ShortSeenWindow.Milliseconds(), r.opt.ClaimWindow.Milliseconds()).Slice()
 	if err != nil {
 		return Admission{}, unavailable(err)
 	}
-	if len(v) != 4 && len(v) != 5 {
+	if len(v) != 4 && len(v) != 8 {
 		return Admission{}, unavailable(fmt.Errorf("unexpected admit reply %v", v))
 	}
 	a := Admission{Expired: v[1].(int64)}
-	if len(v) == 5 {
+	if len(v) == 8 {
 		a.Skipped, _ = v[4].(int64)
+		a.Deferred, _ = v[5].(int64)
+		a.Unclaimed, _ = v[6].(int64)
+		a.Advanced, _ = v[7].(int64)
 	}
 	switch v[0] {
 	case "noroom":

@@ -43,13 +43,24 @@
 //	r.MarkSeen(ctx, now, polled)                   // every tick: the tickets polled or joined
 //	m, _ := r.Mark(ctx)                            // every ~100 ms, any instance:
 //	r.Admit(ctx, now, m, rate, maxLive)            // maxLive from the stock read after m;
-//	                                               // passes over tickets not seen lately
+//	                                               // passes over tickets not seen lately,
+//	                                               // defers those not seen very lately, and
+//	                                               // lets passes unread in ClaimWindow lapse
 //	r.HoldAdmission(ctx, until)                    // rebuilt after a loss: old passes live
 //	st, _ = r.Status(ctx, ticket, now)             // poll: place, ETA, the pass
 //	key.VerifyIn(pass, itemID, line, userID, now) // the order path, no Redis
 //	r.Consume(ctx, ticket, now)                    // after the order was taken
 //	r.Close(ctx) / r.Resume(ctx)                   // sold out / stock came back
 //	r.Stats(ctx)                                   // counters for metrics and the console
+//
+// A returned unit (a cancel after a sell-out) must reach a live waiter
+// within seconds, not after every closed page ahead had a pass for a TTL:
+// MarkSeen writes long (SeenWindow, 30 s) and short (ShortSeenWindow, 3 s)
+// seen windows; Admit passes over a ticket in neither long window, defers
+// one in neither short window (it reads waiting at position 1 and is
+// admitted first once seen again), and a pass its page has not read
+// (Status) within Options.ClaimWindow lapses and defers its ticket. The
+// details are in seen.go and admit.lua.
 //
 // Status.User names the ticket's owner and Status.Pass is signed for that
 // owner: a handler must show a ticket's pass to its owner only (tickets are

@@ -54,7 +54,7 @@ func (r *Room) JoinManyCapped(ctx context.Context, users []string, now time.Time
 		return res, nil
 	}
 	k := r.k
-	v, err := joinScript.Run(ctx, r.rdb, []string{k.meta, k.tickets, k.rank, k.live, k.used, k.users}, args...).Result()
+	v, err := joinScript.Run(ctx, r.rdb, []string{k.meta, k.tickets, k.rank, k.live, k.used, k.users, k.deferred, k.claim}, args...).Result()
 	if err != nil {
 		return nil, unavailable(err)
 	}

@@ -3,7 +3,7 @@
 -- the opening a ticket lands in the pre-queue (to be drawn), after it at
 -- the end of the line. One call carries the joins that arrived together
 -- (Room.JoinMany): one round trip and one script run for all of them.
-local meta, tickets, rank, live, used, users = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local meta, tickets, rank, live, used, users, deferred, claim = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local now_ms = tonumber(ARGV[1])
 -- ARGV[2]: the most tickets the room may hold (0: no bound); a user who
 -- has a ticket gets it back past it, a new one gets 'full'.
@@ -66,7 +66,7 @@ for i = 3, #ARGV do
     out[i - 2] = seq
   else
     m[6] = seq
-    local st = ticket_status(m, tickets, rank, live, used, old, now_ms)
+    local st = ticket_status(m, tickets, rank, live, used, old, now_ms, deferred, claim)
     table.insert(st, tonumber(old))
     table.insert(st, m[7])
     out[i - 2] = st

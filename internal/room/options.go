@@ -25,6 +25,12 @@ type Options struct {
 	// call admits what is due by its own millisecond.
 	AdmitLead time.Duration
 
+	// ClaimWindow is how long an admitted ticket's pass waits for its page
+	// to read it (a status poll) while deferring is on (seen.go): unread by
+	// then it lapses and the ticket is deferred. Default
+	// DefaultClaimWindow.
+	ClaimWindow time.Duration
+
 	// TicketString is the string a buyer holds for ticket number of user,
 	// joined in the room's set-up epoch (Stats.Epoch): the opening hashes
 	// each pre-queue ticket's into the draw's transcript (TicketLeaf), so
@@ -46,6 +52,9 @@ func (o *Options) resolve() Options {
 	}
 	if r.TicketString == nil {
 		r.TicketString = DefaultTicketString
+	}
+	if r.ClaimWindow <= 0 {
+		r.ClaimWindow = DefaultClaimWindow
 	}
 	if r.KeyPrefix == "" {
 		r.KeyPrefix = gate.DefaultKeyPrefix

@@ -164,7 +164,7 @@ func (r *Room) Status(ctx context.Context, ticket int64, now time.Time) (Status,
 		return Status{}, fmt.Errorf("%w: ticket %d", ErrUnknownTicket, ticket)
 	}
 	k := r.k
-	v, err := statusScript.Run(ctx, r.rdb, []string{k.meta, k.tickets, k.rank, k.live, k.used}, ticket, now.UnixMilli()).Slice()
+	v, err := statusScript.Run(ctx, r.rdb, []string{k.meta, k.tickets, k.rank, k.live, k.used, k.deferred, k.claim}, ticket, now.UnixMilli()).Slice()
 	if err != nil {
 		return Status{}, unavailable(err)
 	}

@@ -18,8 +18,10 @@ local function room_meta(meta)
 end
 
 -- Reply: {state, position, user, pass expiry ms, rate, waiting, drawn}.
--- m is room_meta's answer.
-local function ticket_status(m, tickets, rank, live, used, ticket, now_ms)
+-- m is room_meta's answer. Answering admitted hands the pass to the page,
+-- so the ticket's claim is met (claim); a deferred ticket (deferred) is
+-- next: it waits at position 1 (seen.go).
+local function ticket_status(m, tickets, rank, live, used, ticket, now_ms, deferred, claim)
   local phase = m[1]
   if not phase then return {'noroom'} end
   local closed = m[2] == '1'
@@ -44,7 +46,12 @@ local function ticket_status(m, tickets, rank, live, used, ticket, now_ms)
     local expiry = redis.call('ZSCORE', live, ticket)
     if expiry and tonumber(expiry) > now_ms then
       if closed then return {'sold_out', 0, user, 0, rate, waiting, 1} end
+      redis.call('ZREM', claim, ticket)
       return {'admitted', 0, user, tonumber(expiry), rate, waiting, 1}
+    end
+    if redis.call('ZSCORE', deferred, ticket) then
+      if closed then return {'sold_out', 0, user, 0, rate, waiting, 1} end
+      return {'waiting', 1, user, 0, rate, waiting, 1}
     end
     return {'expired', 0, user, 0, rate, waiting, 1}
   end

@@ -398,12 +398,18 @@ func passCap(f float64, remaining int64) int {
 // loop keeps.
 func (s *Service) admitted(e *entry, st *room.Stats, a room.Admission, v *stock.ItemView, now time.Time) {
 	n := int64(len(a.Tickets))
-	st.Waiting -= n + a.Skipped
+	st.Waiting -= a.Advanced
 	st.Admitted += n
-	st.Live += n - a.Expired
+	st.Live += n - a.Expired - a.Unclaimed
 	st.Expired += a.Expired
 	if a.Expired > 0 {
 		s.obs.RoomPassesExpired(e.id, a.Expired)
+	}
+	if a.Deferred > 0 {
+		s.obs.RoomDeferred(e.id, "seen", a.Deferred)
+	}
+	if a.Unclaimed > 0 {
+		s.obs.RoomDeferred(e.id, "unclaimed", a.Unclaimed)
 	}
 	if n == 0 {
 		return

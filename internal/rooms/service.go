@@ -60,18 +60,20 @@ type Observer interface {
 	RoomAdmitted(item int64, n int)
 	RoomWait(d time.Duration)
 	RoomPassesExpired(item int64, n int64)
+	RoomDeferred(item int64, reason string, n int64)
 	RoomPassRejected(reason string)
 	RoomForget(item int64)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) RoomWaiting(int64, int64)       {}
-func (nopObserver) RoomAdmitted(int64, int)        {}
-func (nopObserver) RoomWait(time.Duration)         {}
-func (nopObserver) RoomPassesExpired(int64, int64) {}
-func (nopObserver) RoomPassRejected(string)        {}
-func (nopObserver) RoomForget(int64)               {}
+func (nopObserver) RoomWaiting(int64, int64)          {}
+func (nopObserver) RoomAdmitted(int64, int)           {}
+func (nopObserver) RoomWait(time.Duration)            {}
+func (nopObserver) RoomPassesExpired(int64, int64)    {}
+func (nopObserver) RoomDeferred(int64, string, int64) {}
+func (nopObserver) RoomPassRejected(string)           {}
+func (nopObserver) RoomForget(int64)                  {}
 
 // Config tunes the service.
 type Config struct {

@@ -77,7 +77,7 @@ func (s *RedisServer) Start() {
 	out := &SyncBuffer{}
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Stdout, cmd.Stderr = out, out
-	OwnSession(cmd)
+	DieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		s.mu.Unlock()
 		s.t.Fatalf("start redis-server: %v", err)

@@ -84,6 +84,45 @@ func ForEach(t *testing.T, fn func(t *testing.T, b Backend)) {
 	t.Run("mariadb", func(t *testing.T) { fn(t, Real(t)) })
 }
 
+// ForEachParallel is ForEach with the two backends' subtests as parallel
+// tests (t.Parallel): they start once the calling test's function has
+// returned, and run beside the package's other parallel tests, within
+// -test.parallel.
+func ForEachParallel(t *testing.T, fn func(t *testing.T, b Backend)) {
+	t.Helper()
+	for _, n := range ForEachNames {
+		t.Run(n, func(t *testing.T) {
+			t.Parallel()
+			fn(t, Open(t, n))
+		})
+	}
+}
+
+// EachParallel runs fn on every case as parallel subtests of t
+// (t.Parallel), each named by name: within -test.parallel, beside the
+// package's other parallel tests.
+func EachParallel[C any](t *testing.T, cases []C, name func(C) string, fn func(t *testing.T, c C)) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(name(c), func(t *testing.T) {
+			t.Parallel()
+			fn(t, c)
+		})
+	}
+}
+
+// ForEachNames are ForEach's backends, for tests that make cases of them.
+var ForEachNames = []string{"embedded", "mariadb"}
+
+// Open is the backend ForEach names n: Embedded for "embedded", else Real.
+func Open(t *testing.T, n string) Backend {
+	t.Helper()
+	if n == "embedded" {
+		return Embedded(t)
+	}
+	return Real(t)
+}
+
 // ForEachEmpty is ForEach with empty databases, for tests of what the
 // migrations do to a new database (the others start with the schema: see
 // schema.go).

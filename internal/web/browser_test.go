@@ -19,7 +19,6 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 // The browser tests drive the console and the sale page in a real headless
@@ -56,8 +55,6 @@ func chromiumPath(t *testing.T) string {
 // TestMain runs the package's tests, several at once (they mostly wait on
 // pages and on the service), then stops the one Chromium they share.
 func TestMain(m *testing.M) {
-	exitsleep.Skip() // first: it starts the binary again
-	testenv.Parallel(4)
 	code := m.Run()
 	chromium.stop()
 	os.Exit(code)

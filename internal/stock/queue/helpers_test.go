@@ -4,9 +4,6 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 // TestMain runs up to four parallel tests at once (they mostly wait: on a
@@ -17,7 +14,5 @@ import (
 // background, a second between tries, and a closed pool's redialer ends
 // only at its next wake, which a test that closed it last may not see.
 func TestMain(m *testing.M) {
-	exitsleep.Skip() // first: it starts the binary again
-	testenv.Parallel(4)
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }

@@ -19,14 +19,12 @@ import (
 	"github.com/seckill/seckill/internal/stock/queue"
 	"github.com/seckill/seckill/internal/stock/store"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them: every
 // goroutine the Service starts (group-commit writers, lua-async writers,
 // sweeper, subscriptions, hand-back retries) has an owner that stops it.
 func TestMain(m *testing.M) {
-	exitsleep.Skip() // first: it starts the binary again
 	goleak.VerifyTestMain(m)
 }
 
@@ -284,5 +282,13 @@ func placeAsync(t *testing.T, s *Service, itemID int64, prefix string, n int) []
 	return ids
 }
 
-// strategyName names a strategy's case (testenv.RunTogether).
-func strategyName(n stock.StrategyName) string { return string(n) }
+// eachStrategyParallel runs fn on every strategy, as parallel subtests of t.
+func eachStrategyParallel(t *testing.T, fn func(t *testing.T, name stock.StrategyName)) {
+	t.Helper()
+	for _, name := range stock.Strategies {
+		t.Run(string(name), func(t *testing.T) {
+			t.Parallel()
+			fn(t, name)
+		})
+	}
+}

@@ -117,15 +117,12 @@ func sellOut(t *testing.T, svcs []*Service, itemID int64, users []string) int {
 // try again. On a starved machine some wait past the item lock's wait or
 // lease and are told the service is unavailable; the units they did not
 // get stay on sale, and the count of units resold is read from the
-// database, so it stays exact whatever the latency. CPU-heavy, so it takes
-// a Heavy turn; the two backends run side by side.
+// database, so it stays exact whatever the latency. The two backends run
+// side by side.
 func TestExpiryRacesPayment(t *testing.T) {
 	t.Parallel()
-	testenv.Heavy(t)
-	// The backends side by side in this test's slot (each its own
-	// database and key prefix): as parallel subtests they queued for a
-	// slot while this test held its Heavy turn.
-	testenv.ForEachTogether(t, func(t *testing.T, b testenv.Backend) {
+	// The backends side by side (each its own database and key prefix).
+	testenv.ForEachParallel(t, func(t *testing.T, b testenv.Backend) {
 		for _, strategy := range []stock.StrategyName{stock.StrategyLua, stock.StrategyLock, stock.StrategyLuaAsync} {
 			t.Run(string(strategy), func(t *testing.T) { raceLifecycle(t, b, strategy, 500) })
 		}

@@ -6,12 +6,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/testenv/exitsleep"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them.
 func TestMain(m *testing.M) {
-	exitsleep.Skip() // first: it starts the binary again
 	goleak.VerifyTestMain(m)
 }
 

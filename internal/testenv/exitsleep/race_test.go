@@ -1,5 +1,0 @@
-//go:build race
-
-package exitsleep_test
-
-const raceEnabled = true
