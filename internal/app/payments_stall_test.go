@@ -15,8 +15,13 @@ import (
 )
 
 // webhookStallDBTimeout is SECKILL_DB_TIMEOUT in the stall test: the
-// production default, well under its request timeout.
-const webhookStallDBTimeout = time.Second
+// production default, well under its request timeout
+// (webhookStallRequestTimeout), so a 503 that comes from it is told apart
+// from one the request's deadline made.
+const (
+	webhookStallDBTimeout      = time.Second
+	webhookStallRequestTimeout = 4 * time.Second
+)
 
 // stalledWebhook runs the service on MariaDB through a proxy, stalls the
 // database and posts a payment: the answer must be a 503 that records
@@ -36,7 +41,7 @@ func stalledWebhook(t *testing.T) time.Duration {
 	_, c := apptest.Start(t, pb, func(cfg *app.Config) {
 		cfg.StripeWebhookSecret = stripeSecret
 		cfg.DBTimeout = webhookStallDBTimeout
-		cfg.RequestTimeout = stallRequestTimeout
+		cfg.RequestTimeout = webhookStallRequestTimeout
 	})
 	st, err := store.New(b.DB(t), nil) // not through the proxy
 	if err != nil {
