@@ -135,6 +135,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 			FailedOpen: func() { a.metrics.RateLimitFailedOpen("ip") }}),
 		RoomIPLimit: ratelimit.New(a.rdb, prefix+":ratelimit:", roomRateIP, &ratelimit.Options{Timeout: a.redisTimeout(),
 			FailedOpen: func() { a.metrics.RateLimitFailedOpen("ip") }})}
+	if secrets := cfg.stripeSecrets(); secrets != nil {
+		// The webhook's database work has the order writes' bound: a
+		// stalled database answers 503 and the provider retries.
+		hcfg.StripeWebhookSecrets, hcfg.Payments, hcfg.PaymentTimeout = secrets, a.service, dbTimeout
+	}
+	hcfg.Currency, hcfg.PaymentNow = cfg.currency(), cfg.Now
 	if cfg.UserJWTSecret != "" {
 		hcfg.UserJWTSecret = []byte(cfg.UserJWTSecret)
 	}

@@ -147,6 +147,15 @@ type Config struct {
 	// DefaultPaymentTimeout; zero (as in a Config built in code) means
 	// orders never expire.
 	PaymentTimeout time.Duration
+	// StripeWebhookSecret is the signing secret of the Stripe webhook
+	// endpoint, several comma-separated during a rotation
+	// (SECKILL_STRIPE_WEBHOOK_SECRET). Set: payments come from POST
+	// /api/v1/payments/stripe and a buyer's /pay is refused. Empty: the
+	// buyer's /pay records the payment (the embedded demo).
+	StripeWebhookSecret string
+	// Currency is the ISO code prices are in, which a payment must be in
+	// (SECKILL_CURRENCY). Default DefaultCurrency.
+	Currency string
 	// NATSURL is the NATS server the outbox relay publishes order events
 	// to (SECKILL_NATS_URL); empty: the relay only marks them.
 	NATSURL string
@@ -415,6 +424,7 @@ func (c *Config) Validate() error {
 		problems = append(problems, errors.New("SECKILL_USER_JWT_SECRET must be at least 32 bytes"))
 	}
 	problems = append(problems, c.validateUserJWKS()...)
+	problems = append(problems, c.validatePayments()...)
 	if c.AdminAddr != "" && c.AdminAddr == c.Addr {
 		problems = append(problems, fmt.Errorf("SECKILL_ADMIN_ADDR=%q: must differ from SECKILL_ADDR", c.AdminAddr))
 	}

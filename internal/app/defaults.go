@@ -75,6 +75,8 @@ const (
 	// DefaultPaymentTimeout is the payment deadline of an order unless
 	// SECKILL_PAYMENT_TIMEOUT says otherwise.
 	DefaultPaymentTimeout = 15 * time.Minute
+	// DefaultCurrency is the currency prices are in (SECKILL_CURRENCY).
+	DefaultCurrency = handler.DefaultCurrency
 	// DefaultUserJWKSRefresh is how often an identity provider's key set
 	// is read again; a token of a key it does not hold reads it too.
 	DefaultUserJWKSRefresh = handler.DefaultUserKeysRefresh

@@ -113,6 +113,11 @@ func (c *Config) settings() []setting {
 			"`appendonly yes` and `appendfsync always`)", str: &c.AsyncDurability, def: DefaultAsyncDurability},
 		{env: "SECKILL_PAYMENT_TIMEOUT", flag: "payment-timeout", help: "how long an order may stay unpaid; then it is cancelled and its unit returned to stock; " +
 			"`0` = orders never expire", dur: &c.PaymentTimeout, def: dur(DefaultPaymentTimeout)},
+		{env: "SECKILL_STRIPE_WEBHOOK_SECRET", flag: "stripe-webhook-secret", help: "signing secret (`whsec_…`) of the Stripe webhook endpoint, " +
+			"comma-separated during a rotation: payments come from `POST /api/v1/payments/stripe` and a buyer's `/pay` is refused (403 `payment_by_provider`)",
+			str: &c.StripeWebhookSecret, doc: "empty: no provider; the buyer's `/pay` records the payment (the embedded demo)"},
+		{env: "SECKILL_CURRENCY", flag: "currency", help: "ISO 4217 code prices are in: a webhook payment in another currency is rejected",
+			str: &c.Currency, def: DefaultCurrency},
 		{env: "SECKILL_NATS_URL", flag: "nats-url", help: "NATS server (JetStream) the order events are relayed to, stream `SECKILL_ORDERS`, " +
 			"subjects `seckill.orders.<item_id>`; empty: events are only in the database", str: &c.NATSURL, doc: "empty"},
 		{env: "SECKILL_ROOM_KEY", flag: "room-key", help: "signing key of the waiting rooms' passes and tickets, at least 32 bytes as hex or base64; " +

@@ -89,6 +89,7 @@ var errorKinds = []struct {
 	{room.ErrPassRejected, http.StatusForbidden, CodePassInvalid, "the pass is forged or malformed"},
 	{errPoWRequired, http.StatusForbidden, CodePoWRequired, "this waiting room needs a proof-of-work: get a challenge and solve it"},
 	{errPoWInvalid, http.StatusForbidden, CodePoWInvalid, "the proof-of-work does not verify"},
+	{errPaymentByProvider, http.StatusForbidden, CodePaymentByProvider, "payments are recorded by the payment provider's webhook: an order is paid by paying it with the provider"},
 	{errHumanCheckFailed, http.StatusForbidden, CodeHumanCheckFailed, "this waiting room needs a human check: the join's human token is missing or the verifier refused it"},
 	{stock.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable, "the service is temporarily unavailable; retry shortly"},
 }

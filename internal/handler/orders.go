@@ -143,7 +143,16 @@ type settleOrderRequest struct {
 	UserID *string `json:"user_id"`
 }
 
-func (h *Handler) payOrder(c *gin.Context)    { h.settleOrder(c, h.shop.PayOrder) }
+// payOrder is the buyer's own payment: only without a payment provider
+// (the embedded demo); with one, payments come from its webhook.
+func (h *Handler) payOrder(c *gin.Context) {
+	if h.paymentsOn() {
+		h.writeError(c, errPaymentByProvider)
+		return
+	}
+	h.settleOrder(c, h.shop.PayOrder)
+}
+
 func (h *Handler) cancelOrder(c *gin.Context) { h.settleOrder(c, h.shop.CancelOrder) }
 
 // settleOrder serves pay and cancel: the user is the bearer token's in JWT

@@ -35,6 +35,7 @@ type Metrics struct {
 	rateOpen    *prometheus.CounterVec
 	transitions *prometheus.CounterVec
 	returns     *prometheus.CounterVec
+	webhooks    *prometheus.CounterVec
 
 	lockObtain    *prometheus.HistogramVec
 	lockWait      prometheus.Histogram
@@ -89,6 +90,10 @@ func New(code func(error) string) *Metrics {
 		Namespace: namespace, Name: "stock_returns_total",
 		Help: "Units of cancelled or expired orders recorded back in stock, by strategy and by whom (cancellation, or sweeper when it finished a return left undone).",
 	}, []string{"strategy", "via"})
+	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "payment_webhooks_total",
+		Help: "Payment provider webhook events by outcome: paid, refund_due, rejected (recorded, the order untouched), duplicate (a redelivery), ignored (another event type), signature_invalid, invalid, pending (a lua-async order not written yet) and error (not recorded: the provider retries).",
+	}, []string{"outcome"})
 	m.lockObtain = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Name: "lock_obtain_seconds",
 		Help: "Duration of lock Obtain calls by outcome (obtained, not_obtained).", Buckets: latencyBuckets,
@@ -109,7 +114,7 @@ func New(code func(error) string) *Metrics {
 		Namespace: namespace, Name: "lock_leases_lost_total",
 		Help: "Locks whose lease was lost before release.",
 	})
-	m.reg.MustRegister(m.requests, m.latency, m.orders, m.rateLimited, m.rateOpen, m.transitions, m.returns,
+	m.reg.MustRegister(m.requests, m.latency, m.orders, m.rateLimited, m.rateOpen, m.transitions, m.returns, m.webhooks,
 		m.lockObtain, m.lockWait, m.lockHold, m.lockRefresh, m.lockLeaseLost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.async = newAsyncMetrics(m.reg)
@@ -184,6 +189,13 @@ func (m *Metrics) StockReturned(strategy stock.StrategyName, retried bool) {
 		via = "sweeper"
 	}
 	m.returns.WithLabelValues(string(strategy), via).Inc()
+}
+
+// PaymentWebhook records one payment webhook event's outcome.
+func (m *Metrics) PaymentWebhook(outcome string) {
+	if m != nil {
+		m.webhooks.WithLabelValues(outcome).Inc()
+	}
 }
 
 // RateLimited records a refusal by the named limit ("user" or "ip").
@@ -313,4 +325,9 @@ func (c *redisPoolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(s.TotalConns))
 	ch <- prometheus.MustNewConstMetric(c.idle, prometheus.GaugeValue, float64(s.IdleConns))
 	ch <- prometheus.MustNewConstMetric(c.stale, prometheus.CounterValue, float64(s.StaleConns))
+}
+
+// PaymentWebhookCounter is the counter of one webhook outcome (tests).
+func (m *Metrics) PaymentWebhookCounter(outcome string) prometheus.Counter {
+	return m.webhooks.WithLabelValues(outcome)
 }

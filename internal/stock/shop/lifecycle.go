@@ -149,6 +149,26 @@ func (s *Service) settleOrder(ctx context.Context, id, userID string, act orderA
 	return nil, fmt.Errorf("order %s kept changing while being settled: %w", id, stock.ErrUnavailable)
 }
 
+// RecordPayment records a payment the provider reported
+// (store.RecordPayment) and reports an order it paid as a transition. A
+// payment for a lua-async order still queued (pending, not yet in the
+// database) is not recorded: ErrOrderPending, so the provider retries
+// once the order is written, rather than its payment being rejected as
+// naming no order.
+func (s *Service) RecordPayment(ctx context.Context, p stock.Payment, currency string) (stock.PaymentRecord, error) {
+	if stock.ValidOrderID(p.OrderID) {
+		if o, err := s.findOrder(ctx, p.OrderID); err == nil && o.Status == stock.StatusPending {
+			return stock.PaymentRecord{}, fmt.Errorf("order %s is not written yet: %w", p.OrderID, stock.ErrOrderPending)
+		}
+		// Any other answer (written, unknown, unavailable) is the store's to judge.
+	}
+	rec, err := s.store.RecordPayment(ctx, p, currency)
+	if err == nil && !rec.Duplicate && rec.Outcome == stock.PaymentPaid {
+		s.observe(ctx, rec.ItemID, TransitionPaid)
+	}
+	return rec, err
+}
+
 func (s *Service) pay(ctx context.Context, o *stock.Order, now time.Time) (bool, error) {
 	won, err := s.store.PayOrder(ctx, o.ID, now)
 	if won {

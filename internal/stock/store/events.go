@@ -25,7 +25,7 @@ const (
 	EventExpired   = "expired"
 	EventFailed    = "failed"
 	// EventRefundDue is a payment that arrived for an order no longer
-	// payable (the payment webhook writes it through AppendEvents).
+	// payable (RecordPayment writes it).
 	EventRefundDue = "refund_due"
 )
 
