@@ -30,9 +30,21 @@ type fakeBugs struct {
 	asyncStuckNth int  // with async: the n-th accepted order stays pending forever
 	soldDriftBy   int  // the sold counter reported by the admin API is off by this much
 	remainingLies bool // remaining reported as stock (not stock - sold)
+	loseEventNth  int  // the n-th created event is never listed in the feed
+	doubleEvent   bool // every created event is listed twice (a relay that re-publishes)
 	// Not defects: conditions a correct service can show.
 	dropNth    int           // the n-th successful order is stored, then the connection is cut (no answer)
 	orderDelay time.Duration // every order attempt takes this long
+}
+
+type fakeEvent struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	OrderID string `json:"order_id"`
+	ItemID  int64  `json:"item_id"`
+	UserID  string `json:"user_id"`
+	Status  string `json:"status"`
+	Cursor  int64  `json:"cursor"`
 }
 
 type fakeOrder struct {
@@ -45,6 +57,7 @@ type fakeItem struct {
 	name, strategy     string
 	stock, sold, okSeq int
 	byUser             map[string]string // user -> order id
+	createdN           int               // created events so far (loseEventNth)
 }
 
 type idemEntry struct {
@@ -59,12 +72,14 @@ type fakeService struct {
 	token string
 	bugs  fakeBugs
 
-	mu     sync.Mutex
-	nextID int64
-	items  map[int64]*fakeItem
-	orders map[string]*fakeOrder
-	idem   map[string]idemEntry // item/key -> first answer
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	nextID   int64
+	items    map[int64]*fakeItem
+	orders   map[string]*fakeOrder
+	idem     map[string]idemEntry // item/key -> first answer
+	events   []fakeEvent          // the admin feed, in delivery order
+	createdN int                  // created events so far (loseEventNth)
+	wg       sync.WaitGroup
 }
 
 func newFake(t *testing.T, bugs fakeBugs) (*fakeService, *httptest.Server) {
@@ -91,6 +106,7 @@ func serveFake(t *testing.T, f *fakeService, more map[string]http.HandlerFunc) *
 		"GET /api/v1/items/{id}":         f.getItem, // the public page: the harness reads only its status
 		"POST /api/v1/items/{id}/orders": f.placeOrder,
 		"GET /api/v1/orders/{id}":        f.getOrder,
+		"GET /api/v1/admin/events":       f.admin(f.listEvents),
 	}
 	maps.Copy(routes, more)
 	mux := http.NewServeMux()
@@ -232,6 +248,7 @@ func (f *fakeService) decide(it *fakeItem, user string) (int, any) {
 		it.sold++
 		it.byUser[user] = o.ID
 		f.orders[o.ID] = o
+		f.created(o)
 		return 409, errBody("sold_out")
 	}
 	it.sold++
@@ -256,11 +273,53 @@ func (f *fakeService) decide(it *fakeItem, user string) (int, any) {
 				return
 			}
 			o.Status = "created"
+			f.created(o)
 		})
 		return 202, map[string]any{"id": o.ID, "status": "pending"}
 	}
 	f.orders[o.ID] = o
+	f.created(o)
 	return 201, map[string]any{"id": o.ID, "item_id": it.id, "user_id": user, "status": "created", "created_at": time.Now()}
+}
+
+// created lists o's created event in the feed; under f.mu.
+func (f *fakeService) created(o *fakeOrder) {
+	it := f.items[o.ItemID]
+	it.createdN++
+	if f.bugs.loseEventNth == it.createdN {
+		return
+	}
+	copies := 1
+	if f.bugs.doubleEvent {
+		copies = 2
+	}
+	id := uuid.Must(uuid.NewV7()).String()
+	for range copies {
+		f.events = append(f.events, fakeEvent{ID: id, Type: "created", OrderID: o.ID, ItemID: o.ItemID, UserID: o.UserID,
+			Status: "created", Cursor: int64(len(f.events) + 1)})
+	}
+}
+
+// listEvents is GET /api/v1/admin/events: ?after= a cursor, ?limit=.
+func (f *fakeService) listEvents(w http.ResponseWriter, r *http.Request) {
+	after, err1 := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	limit, err2 := strconv.Atoi(r.URL.Query().Get("limit"))
+	if err1 != nil || err2 != nil || after < 0 || limit < 1 || limit > 1000 {
+		writeJSON(w, 400, errBody("invalid_request"))
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	page := []fakeEvent{}
+	next := after
+	for _, e := range f.events[min(int(after), len(f.events)):] {
+		if len(page) == limit {
+			break
+		}
+		page = append(page, e)
+		next = e.Cursor
+	}
+	writeJSON(w, 200, map[string]any{"events": page, "next_after": next})
 }
 
 func (f *fakeService) getOrder(w http.ResponseWriter, r *http.Request) {

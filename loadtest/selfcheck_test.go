@@ -97,8 +97,8 @@ func wantAllPass(t *testing.T, rep *harness.Report, skipped ...string) {
 				t.Errorf("strategy %s: invariant %s = %s, want %s", rep.Strategies[i].Strategy, name, v, want)
 			}
 		}
-		if len(m) != 6 {
-			t.Errorf("strategy %s: %d invariants, want 6: %v", rep.Strategies[i].Strategy, len(m), m)
+		if len(m) != 7 {
+			t.Errorf("strategy %s: %d invariants, want 7: %v", rep.Strategies[i].Strategy, len(m), m)
 		}
 	}
 }
@@ -188,6 +188,22 @@ func TestLostAcknowledgedOrderFails(t *testing.T) {
 	rep = runFake(t, fakeBugs{loseAckedNth: 7}, true, nil)
 	wantVerdict(t, rep, "3a", "FAIL")
 	wantVerdict(t, rep, "5", "FAIL")
+}
+
+// A created event lost (a relay that skips a row) or listed twice (one
+// that re-publishes without dedupe) fails invariant 6, and only it.
+func TestLostOrDoubledEventFails(t *testing.T) {
+	t.Parallel()
+	for name, bugs := range map[string]fakeBugs{"lost": {loseEventNth: 5}, "doubled": {doubleEvent: true}} {
+		rep := runFake(t, bugs, true, func(c *harness.Config) { c.DrainTimeout = 2 * time.Second })
+		if rep.Pass {
+			t.Errorf("%s event passed", name)
+		}
+		wantVerdict(t, rep, "6", "FAIL")
+		for _, inv := range []string{"1", "2", "3a", "3b", "4", "5"} {
+			wantVerdict(t, rep, inv, "PASS")
+		}
+	}
 }
 
 func TestLostAsyncOrderFails(t *testing.T) {

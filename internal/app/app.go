@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *App, err error) 
 	if err != nil {
 		return nil, err
 	}
-	rcfg := outbox.Config{Logger: log}
+	rcfg := outbox.Config{Logger: log, Observer: a.metrics}
 	if cfg.NATSURL != "" {
 		// A server down at the start is retried by the relay: its events wait in the database.
 		a.nats, err = outbox.Connect(ctx, cfg.NATSURL, outbox.StreamConfig{})

@@ -3,6 +3,7 @@ package app_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,6 +143,27 @@ func TestAdminEventFeed(t *testing.T) {
 			if r.Status != http.StatusBadRequest || r.ErrorCode() != "invalid_request" {
 				t.Errorf("?%s: got %d %s, want 400 invalid_request", q, r.Status, r.Body)
 			}
+		}
+		// The relay's figures: the six relayed (counted just after their
+		// mark, so wait for it), none failed.
+		var m string
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			r, err := c.Do("GET", "/metrics", nil, true, nil)
+			if err != nil || r.Status != http.StatusOK {
+				t.Fatalf("metrics: %d %v", r.Status, err)
+			}
+			if m = string(r.Body); strings.Contains(m, "seckill_outbox_published_total 6\n") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, want := range []string{"seckill_outbox_published_total 6\n", "seckill_outbox_publish_errors_total 0\n"} {
+			if !strings.Contains(m, want) {
+				t.Errorf("metrics: no %q", want)
+			}
+		}
+		if !strings.Contains(m, "seckill_outbox_backlog ") || !strings.Contains(m, "seckill_outbox_lag_seconds ") {
+			t.Errorf("metrics: no outbox backlog or lag")
 		}
 		if r, _ := c.Do("GET", "/api/v1/admin/events", nil, false, nil); r.Status != http.StatusUnauthorized {
 			t.Errorf("no admin token: got %d %s, want 401", r.Status, r.Body)

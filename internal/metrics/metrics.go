@@ -43,8 +43,9 @@ type Metrics struct {
 	lockRefresh   *prometheus.CounterVec
 	lockLeaseLost prometheus.Counter
 
-	async asyncMetrics
-	room  roomMetrics
+	async  asyncMetrics
+	room   roomMetrics
+	outbox outboxMetrics
 
 	// code names an error by its API code, so order outcomes use the
 	// handler's one error table.
@@ -119,6 +120,7 @@ func New(code func(error) string) *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.async = newAsyncMetrics(m.reg)
 	m.room = newRoomMetrics(m.reg)
+	m.outbox = newOutboxMetrics(m.reg)
 	return m
 }
 

@@ -46,7 +46,7 @@ local skip_cap = tonumber(ARGV[9]) or 0
 local short_ms = tonumber(ARGV[10]) or 0
 local claim_ms = tonumber(ARGV[11]) or 0
 
-local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms', 'hold_ms', 'seen_since', 'seen_short_since')
+local m = redis.call('HMGET', meta, 'phase', 'closed', 'pre', 'head', 'seq', 'ttl', 'win', 'win_n', 'paused', 'rate_cap', 'adm_ms', 'hold_ms', 'seen_since', 'seen_short_since', 'resumed')
 local phase = m[1]
 if not phase then return {'noroom', 0, 0, {}} end
 local expired = redis.call('ZREMRANGEBYSCORE', live, '-inf', now_ms)
@@ -116,7 +116,10 @@ end
 -- (once those are kept two windows).
 local since, short_since = tonumber(m[13]), tonumber(m[14])
 local skipping = seen_ms > 0 and since ~= nil and now_ms - since >= 2 * seen_ms
-local deferring = short_ms > 0 and short_since ~= nil and now_ms - short_since >= 2 * short_ms
+-- Only in a room that sold out and came back (close.lua): until then the
+-- line is served in order, a page's late poll costs it nothing, and an
+-- absent page's pass simply expires.
+local deferring = m[15] == '1' and short_ms > 0 and short_since ~= nil and now_ms - short_since >= 2 * short_ms
 local function seen(a, b, t) return redis.call('GETBIT', a, t) == 1 or redis.call('GETBIT', b, t) == 1 end
 local adm_ms = math.max(now_ms, tonumber(m[11]) or 0)
 local expiry = adm_ms + ttl

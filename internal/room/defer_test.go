@@ -210,6 +210,13 @@ func TestNoDeferringBeforeTheShortWindowsAreKept(t *testing.T) {
 		if err := r.Open(ctx, seed); err != nil {
 			t.Fatal(err)
 		}
+		// Sold out and back: deferring is for a resumed room only.
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
 		joinUsers(t, r, 1, 4, b)
 		if err := r.MarkSeen(ctx, b, seq(1, 4)); err != nil {
 			t.Fatal(err)
@@ -247,6 +254,53 @@ func TestNoDeferringBeforeTheShortWindowsAreKept(t *testing.T) {
 		}
 		if s := status(t, r, 3, at(22*time.Second)); s.State != room.StateWaiting || s.Position != 1 {
 			t.Errorf("ticket 3: %s at %d, want waiting at position 1 (deferred)", s.State, s.Position)
+		}
+	})
+}
+
+// Until a room has sold out and come back, its line is served in order: a
+// page that has not polled lately (a slow phone, a starved client) is
+// still admitted in its turn, never deferred, and no claim is written.
+func TestNoDeferringBeforeASellOut(t *testing.T) {
+	t.Parallel()
+	forEachRedis(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		r := e.room(t, nil)
+		b := t0.Add(room.SeenWindow).Truncate(room.SeenWindow)
+		seed := room.NewSeed()
+		setUp(t, r, seed, 5*time.Second)
+		if err := r.Open(ctx, seed); err != nil {
+			t.Fatal(err)
+		}
+		joinUsers(t, r, 1, 3, b)
+		if err := r.MarkSeen(ctx, b, seq(1, 3)); err != nil {
+			t.Fatal(err)
+		}
+		at := func(d time.Duration) time.Time { return b.Add(d) }
+		// 10 s on, only ticket 3 polled again: 1 and 2 are not seen in the
+		// short windows, yet they come first.
+		if err := r.MarkSeen(ctx, at(10*time.Second), []int64{3}); err != nil {
+			t.Fatal(err)
+		}
+		a := admit(t, r, at(10*time.Second+500*time.Millisecond), 1_000_000, 2)
+		wantTickets(t, "in order", a.Tickets, []int64{1, 2})
+		if a.Deferred != 0 {
+			t.Errorf("deferred %d before any sell-out, want 0", a.Deferred)
+		}
+		// Their passes unread past the claim window: nothing lapses.
+		if a := admit(t, r, at(14*time.Second), 1_000_000, 2); a.Unclaimed != 0 {
+			t.Errorf("unclaimed %d before any sell-out, want 0", a.Unclaimed)
+		}
+		// Sold out, then a unit back: from now on a page not seen lately is
+		// deferred.
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.rdb.HGet(ctx, room.MetaKeyOf(r), "resumed").Result(); err != nil || got != "1" {
+			t.Errorf("resumed mark after Close and Resume: %q %v, want 1", got, err)
 		}
 	})
 }

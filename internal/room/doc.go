@@ -56,7 +56,8 @@
 // A returned unit (a cancel after a sell-out) must reach a live waiter
 // within seconds, not after every closed page ahead had a pass for a TTL:
 // MarkSeen writes long (SeenWindow, 30 s) and short (ShortSeenWindow, 3 s)
-// seen windows; Admit passes over a ticket in neither long window, defers
+// seen windows; Admit passes over a ticket in neither long window and, in
+// a room that sold out and came back (Resume after Close), defers
 // one in neither short window (it reads waiting at position 1 and is
 // admitted first once seen again), and a pass its page has not read
 // (Status) within Options.ClaimWindow lapses and defers its ticket. The

@@ -319,6 +319,8 @@ func verify(ctx context.Context, cfg Config, cl *client, sr *StrategyReport) err
 		}
 	}
 
+	invs = append(invs, verifyEvents(ctx, cfg, cl, sr.ItemID, ackedBy, apiMissing, dbOrders, haveDB))
+
 	sr.Invariants = invs
 	sr.Pass = true
 	for _, inv := range invs {
