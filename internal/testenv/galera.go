@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 // scripts/galera.sh: DSN reaches it through HAProxy (the one node taking
 // the writes), NodeDSNs reach the same database on each node directly.
 // The database starts empty: database.Open migrates it, through HAProxy.
+// Galera returns only once the database is on every node, and every
+// session NodeDSNs opens reads with wsrep_sync_wait=1.
 type GaleraBackend struct {
 	DSN      string
 	NodeDSNs []string
@@ -72,16 +75,47 @@ func Galera(t testing.TB) GaleraBackend {
 			t.Errorf("drop database %s on galera: %v", dbName, err)
 		}
 	})
-	dsn := func(addr string) string {
+	dsn := func(addr string, params map[string]string) string {
 		c := *base
 		c.Addr = addr
 		c.DBName = dbName
 		c.ParseTime = true
+		c.Params = params
 		return c.FormatDSN()
 	}
-	g := GaleraBackend{DSN: dsn(base.Addr)}
+	g := GaleraBackend{DSN: dsn(base.Addr, nil)}
 	for _, n := range nodes {
-		g.NodeDSNs = append(g.NodeDSNs, dsn(strings.TrimSpace(n)))
+		n = strings.TrimSpace(n)
+		// Every session on a node waits until the node applied what the
+		// cluster committed before each read (wsrep_sync_wait=1), set by
+		// the driver on each connection, a new one after a cut included.
+		g.NodeDSNs = append(g.NodeDSNs, dsn(n, map[string]string{"wsrep_sync_wait": "1"}))
+		if err := databaseOnNode(ctx, base, n, dbName); err != nil {
+			t.Fatalf("galera node %s: %v", n, err)
+		}
 	}
 	return g
+}
+
+// databaseOnNode waits until the node at addr has applied the CREATE
+// DATABASE (DDL runs on each node in the cluster's order, not at once):
+// its read waits for the node to catch up (wsrep_sync_wait), so the
+// database is there when it answers, or the node is not in the cluster.
+func databaseOnNode(ctx context.Context, base *gomysql.Config, addr, dbName string) error {
+	c := *base
+	c.Addr = addr
+	c.Params = map[string]string{"wsrep_sync_wait": "1"}
+	n, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	var found int
+	if err := n.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", dbName).Scan(&found); err != nil {
+		return fmt.Errorf("does not answer: %w", err)
+	}
+	if found != 1 {
+		return fmt.Errorf("database %s missing after the node caught up with the cluster", dbName)
+	}
+	return nil
 }
