@@ -33,7 +33,8 @@ func galeraScript(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// TestDrillGaleraWriterKilled: a sale on each strategy, through HAProxy to
+// TestDrillGaleraWriterKilled: a sale on each strategy, with one service
+// instance and with three, through HAProxy to
 // the three-node Galera cluster of scripts/galera.sh, with the node taking
 // the writes SIGKILLed mid-sale. Then: every 201 and acknowledged 202 is
 // on every surviving node; no oversell, one order per user, Redis and the
@@ -43,115 +44,131 @@ func galeraScript(t *testing.T, args ...string) string {
 // rows as the others.
 func TestDrillGaleraWriterKilled(t *testing.T) {
 	for _, strategy := range drillStrategies {
-		t.Run(strategy, func(t *testing.T) {
-			g := testenv.Galera(t)
-			b := testenv.Real(t) // Redis, and the test's key prefix
-			be := backends{redisURL: b.RedisURL, dsn: g.DSN, prefix: b.KeyPrefix}
-			svc := startService(t, "seckill", "", be, drillEnv())
-			it := svc.c.CreateItem(t, 1000000, strategy)
-			// New users only: every definite answer is a 2xx (no repeat
-			// buyer's 409, and far from sold out).
-			l := startLoad(t, []string{"http://" + svc.addr}, it.ID, loadConfig{workers: 16, pause: 20 * time.Millisecond,
-				maxAttempts: 1000000, maxTime: 3 * time.Minute})
-			l.waitAcks(t, 100, 30*time.Second)
-
-			writer := galeraScript(t, "primary")
-			n := strings.TrimPrefix(writer, "node")
-			t.Log(galeraScript(t, "kill", n))
-			killedAt := time.Now()
-			restarted := false
-			t.Cleanup(func() {
-				if !restarted {
-					t.Log(galeraScript(t, "restart", n))
-				}
+		for _, instances := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/%d_instances", strategy, instances), func(t *testing.T) {
+				drillGaleraWriterKilled(t, strategy, instances)
 			})
-
-			// The first 2xx of a request sent after the kill.
-			var firstAfter time.Time
-			for deadline := killedAt.Add(30 * time.Second); firstAfter.IsZero() && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-				for _, a := range l.snapshot() {
-					if a.class == acked && a.start.After(killedAt) && (firstAfter.IsZero() || a.end.Before(firstAfter)) {
-						firstAfter = a.end
-					}
-				}
-			}
-			if firstAfter.IsZero() {
-				t.Fatalf("no 2xx within 30 s of killing %s (now %s takes the writes)", writer, galeraScript(t, "primary"))
-			}
-			acks := l.acks.Load()
-			// The killed node rejoins while the sale goes on.
-			t.Log(galeraScript(t, "restart", n))
-			restarted = true
-			l.waitAcks(t, acks+100, 30*time.Second)
-			as := l.finish()
-			k := keys{prefix: b.KeyPrefix, item: it.ID}
-			rdb := redisClient(t, b.RedisURL)
-			if strategy == "lua-async" {
-				waitDrained(t, rdb, k, 30*time.Second)
-			}
-
-			// The window, and the answers while HAProxy moved the writes.
-			var lastBefore time.Time
-			var during []attempt
-			bad := map[string]int{}
-			for _, a := range as {
-				if a.class == acked && a.end.Before(killedAt) && a.end.After(lastBefore) {
-					lastBefore = a.end
-				}
-				if a.end.After(killedAt) && a.start.Before(firstAfter) {
-					during = append(during, a)
-				}
-				if !(a.status >= 200 && a.status < 300) && a.status != 503 {
-					bad[fmt.Sprintf("%d %s %s", a.status, a.code, a.err)]++
-				}
-			}
-			window := firstAfter.Sub(lastBefore)
-			t.Logf("%s killed; writes now on %s; last 2xx before the kill %v before it, first 2xx after it %v after (window %v)",
-				writer, galeraScript(t, "primary"), killedAt.Sub(lastBefore).Round(time.Millisecond),
-				firstAfter.Sub(killedAt).Round(time.Millisecond), window.Round(time.Millisecond))
-			t.Logf("during the window: %s", tally(during))
-			t.Logf("load: %s", tally(as))
-			if len(bad) != 0 {
-				shown := make([]string, 0, len(bad))
-				for s, c := range bad {
-					shown = append(shown, fmt.Sprintf("%dx %q", c, s))
-				}
-				sort.Strings(shown)
-				t.Errorf("answers other than 2xx and 503: %v", shown)
-			}
-			// A lua-async order is acknowledged (202) from Redis alone: its
-			// buyers see no window, its writers wait the failover out.
-			if d := firstAfter.Sub(killedAt); d > galeraFailoverBound && strategy != "lua-async" {
-				t.Errorf("first 2xx %v after the kill, want within %v", d.Round(time.Millisecond), galeraFailoverBound)
-			}
-
-			// Every node, the rejoined one included, holds every
-			// acknowledged order and the same rows.
-			var first dbState
-			for i, dsn := range g.NodeDSNs {
-				st := readDB(t, openDB(t, dsn), it.ID)
-				checkAcked(t, as, st, nil)
-				checkSold(t, st)
-				checkOneOrderPerUser(t, as, nil)
-				if i == 0 {
-					first = st
-					checkUnackedRows(t, as, st)
-					if strategy != "lock" {
-						checkGate(t, rdb, k, st)
-					}
-					continue
-				}
-				if st.sold != first.sold || len(st.orders) != len(first.orders) {
-					t.Errorf("node %d: sold %d, %d orders; node 1: sold %d, %d orders (the nodes diverged)", i+1, st.sold, len(st.orders), first.sold, len(first.orders))
-				}
-				for id := range first.orders {
-					if _, ok := st.orders[id]; !ok {
-						t.Errorf("node %d lacks order %s that node 1 holds", i+1, id)
-						break
-					}
-				}
-			}
-			t.Logf("database: sold %d, %d orders, %d order_failures", first.sold, len(first.orders), len(first.failures))
-		})
+		}
 	}
+}
+
+// drillGaleraWriterKilled is one case of TestDrillGaleraWriterKilled: a
+// strategy's sale through instances service processes.
+func drillGaleraWriterKilled(t *testing.T, strategy string, instances int) {
+	g := testenv.Galera(t)
+	b := testenv.Real(t) // Redis, and the test's key prefix
+	be := backends{redisURL: b.RedisURL, dsn: g.DSN, prefix: b.KeyPrefix}
+	var bases []string
+	var svc *service
+	for i := range instances {
+		s := startService(t, fmt.Sprintf("seckill-%d", i+1), "", be, drillEnv())
+		bases = append(bases, "http://"+s.addr)
+		if svc == nil {
+			svc = s
+		}
+	}
+	it := svc.c.CreateItem(t, 1000000, strategy)
+	// New users only: every definite answer is a 2xx (no repeat
+	// buyer's 409, and far from sold out).
+	l := startLoad(t, bases, it.ID, loadConfig{workers: 16, pause: 20 * time.Millisecond,
+		maxAttempts: 1000000, maxTime: 3 * time.Minute})
+	l.waitAcks(t, 100, 30*time.Second)
+
+	writer := galeraScript(t, "primary")
+	n := strings.TrimPrefix(writer, "node")
+	t.Log(galeraScript(t, "kill", n))
+	killedAt := time.Now()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			t.Log(galeraScript(t, "restart", n))
+		}
+	})
+
+	// The first 2xx of a request sent after the kill.
+	var firstAfter time.Time
+	for deadline := killedAt.Add(30 * time.Second); firstAfter.IsZero() && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, a := range l.snapshot() {
+			if a.class == acked && a.start.After(killedAt) && (firstAfter.IsZero() || a.end.Before(firstAfter)) {
+				firstAfter = a.end
+			}
+		}
+	}
+	if firstAfter.IsZero() {
+		t.Fatalf("no 2xx within 30 s of killing %s (now %s takes the writes)", writer, galeraScript(t, "primary"))
+	}
+	acks := l.acks.Load()
+	// The killed node rejoins while the sale goes on.
+	t.Log(galeraScript(t, "restart", n))
+	restarted = true
+	l.waitAcks(t, acks+100, 30*time.Second)
+	as := l.finish()
+	k := keys{prefix: b.KeyPrefix, item: it.ID}
+	rdb := redisClient(t, b.RedisURL)
+	if strategy == "lua-async" {
+		waitDrained(t, rdb, k, 30*time.Second)
+	}
+
+	// The window, and the answers while HAProxy moved the writes.
+	var lastBefore time.Time
+	var during []attempt
+	bad := map[string]int{}
+	for _, a := range as {
+		if a.class == acked && a.end.Before(killedAt) && a.end.After(lastBefore) {
+			lastBefore = a.end
+		}
+		if a.end.After(killedAt) && a.start.Before(firstAfter) {
+			during = append(during, a)
+		}
+		if !(a.status >= 200 && a.status < 300) && a.status != 503 {
+			bad[fmt.Sprintf("%d %s %s", a.status, a.code, a.err)]++
+		}
+	}
+	window := firstAfter.Sub(lastBefore)
+	t.Logf("%s killed; writes now on %s; last 2xx before the kill %v before it, first 2xx after it %v after (window %v)",
+		writer, galeraScript(t, "primary"), killedAt.Sub(lastBefore).Round(time.Millisecond),
+		firstAfter.Sub(killedAt).Round(time.Millisecond), window.Round(time.Millisecond))
+	t.Logf("during the window: %s", tally(during))
+	t.Logf("load: %s", tally(as))
+	if len(bad) != 0 {
+		shown := make([]string, 0, len(bad))
+		for s, c := range bad {
+			shown = append(shown, fmt.Sprintf("%dx %q", c, s))
+		}
+		sort.Strings(shown)
+		t.Errorf("answers other than 2xx and 503: %v", shown)
+	}
+	// A lua-async order is acknowledged (202) from Redis alone: its
+	// buyers see no window, its writers wait the failover out.
+	if d := firstAfter.Sub(killedAt); d > galeraFailoverBound && strategy != "lua-async" {
+		t.Errorf("first 2xx %v after the kill, want within %v", d.Round(time.Millisecond), galeraFailoverBound)
+	}
+
+	// Every node, the rejoined one included, holds every
+	// acknowledged order and the same rows.
+	var first dbState
+	for i, dsn := range g.NodeDSNs {
+		st := readDB(t, openDB(t, dsn), it.ID)
+		checkAcked(t, as, st, nil)
+		checkSold(t, st)
+		checkOneOrderPerUser(t, as, nil)
+		if i == 0 {
+			first = st
+			checkUnackedRows(t, as, st)
+			if strategy != "lock" {
+				checkGate(t, rdb, k, st)
+			}
+			continue
+		}
+		if st.sold != first.sold || len(st.orders) != len(first.orders) {
+			t.Errorf("node %d: sold %d, %d orders; node 1: sold %d, %d orders (the nodes diverged)", i+1, st.sold, len(st.orders), first.sold, len(first.orders))
+		}
+		for id := range first.orders {
+			if _, ok := st.orders[id]; !ok {
+				t.Errorf("node %d lacks order %s that node 1 holds", i+1, id)
+				break
+			}
+		}
+	}
+	t.Logf("database: sold %d, %d orders, %d order_failures", first.sold, len(first.orders), len(first.failures))
 }
