@@ -21,12 +21,16 @@ import (
 // about 2-3 s, with slack for a loaded machine.
 const galeraFailoverBound = 5 * time.Second
 
+// galeraPath is scripts/galera.sh of this module.
+func galeraPath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", "galera.sh")
+}
+
 // galeraScript runs scripts/galera.sh with args and returns its output.
 func galeraScript(t *testing.T, args ...string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "galera.sh")
-	out, err := exec.Command(script, args...).CombinedOutput()
+	out, err := exec.Command(galeraPath(), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("galera.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -46,15 +50,49 @@ func TestDrillGaleraWriterKilled(t *testing.T) {
 	for _, strategy := range drillStrategies {
 		for _, instances := range []int{1, 3} {
 			t.Run(fmt.Sprintf("%s/%d_instances", strategy, instances), func(t *testing.T) {
-				drillGaleraWriterKilled(t, strategy, instances)
+				drillGaleraWriter(t, strategy, instances, galeraKill)
 			})
 		}
 	}
 }
 
-// drillGaleraWriterKilled is one case of TestDrillGaleraWriterKilled: a
-// strategy's sale through instances service processes.
-func drillGaleraWriterKilled(t *testing.T, strategy string, instances int) {
+// TestDrillGaleraWriterStalled: the same with the write node frozen
+// (SIGSTOP: its connections stay open, nothing answers) instead of
+// killed, and resumed once the writes moved: the others evict it, it
+// rejoins by itself (IST) and must end with the same rows.
+func TestDrillGaleraWriterStalled(t *testing.T) {
+	for _, strategy := range drillStrategies {
+		t.Run(strategy, func(t *testing.T) {
+			drillGaleraWriter(t, strategy, 1, galeraStall)
+		})
+	}
+}
+
+// galeraFault is how a drill takes the write node out, and how it brings
+// it back.
+type galeraFault struct{ name, out, back string }
+
+var (
+	galeraKill  = galeraFault{name: "killing", out: "kill", back: "restart"}
+	galeraStall = galeraFault{name: "stalling", out: "stall", back: "resume"}
+)
+
+// galeraWhole waits until all three nodes are Synced in one primary
+// component of three.
+func galeraWhole(t *testing.T, d time.Duration) {
+	t.Helper()
+	var status string
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if status = galeraScript(t, "status"); strings.Count(status, ": 3 Primary Synced") == 3 {
+			return
+		}
+	}
+	t.Fatalf("the cluster is not whole %v after the node came back:\n%s", d, status)
+}
+
+// drillGaleraWriter is one case of the Galera drills: a strategy's sale
+// through instances service processes, the write node taken out by fault.
+func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galeraFault) {
 	g := testenv.Galera(t)
 	b := testenv.Real(t) // Redis, and the test's key prefix
 	be := backends{redisURL: b.RedisURL, dsn: g.DSN, prefix: b.KeyPrefix}
@@ -76,12 +114,13 @@ func drillGaleraWriterKilled(t *testing.T, strategy string, instances int) {
 
 	writer := galeraScript(t, "primary")
 	n := strings.TrimPrefix(writer, "node")
-	t.Log(galeraScript(t, "kill", n))
+	t.Log(galeraScript(t, fault.out, n))
 	killedAt := time.Now()
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
-			t.Log(galeraScript(t, "restart", n))
+			t.Log(galeraScript(t, fault.back, n))
+			galeraWhole(t, time.Minute)
 		}
 	})
 
@@ -95,12 +134,25 @@ func drillGaleraWriterKilled(t *testing.T, strategy string, instances int) {
 		}
 	}
 	if firstAfter.IsZero() {
-		t.Fatalf("no 2xx within 30 s of killing %s (now %s takes the writes)", writer, galeraScript(t, "primary"))
+		t.Fatalf("no 2xx within 30 s of %s %s (now %s takes the writes)", fault.name, writer, galeraScript(t, "primary"))
 	}
+	// The writes moved (lua-async's 202s come from Redis before they do).
+	var now string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if out, err := exec.Command(galeraPath(), "primary").Output(); err == nil && strings.TrimSpace(string(out)) != writer {
+			now = strings.TrimSpace(string(out))
+			break
+		}
+	}
+	if now == "" {
+		t.Fatalf("HAProxy still sends the writes to %s 30 s after %s it", writer, fault.name)
+	}
+	t.Logf("writes on %s %v after %s %s", now, time.Since(killedAt).Round(100*time.Millisecond), fault.name, writer)
 	acks := l.acks.Load()
-	// The killed node rejoins while the sale goes on.
-	t.Log(galeraScript(t, "restart", n))
+	// The node rejoins while the sale goes on.
+	t.Log(galeraScript(t, fault.back, n))
 	restarted = true
+	galeraWhole(t, time.Minute)
 	l.waitAcks(t, acks+100, 30*time.Second)
 	as := l.finish()
 	k := keys{prefix: b.KeyPrefix, item: it.ID}
@@ -125,8 +177,8 @@ func drillGaleraWriterKilled(t *testing.T, strategy string, instances int) {
 		}
 	}
 	window := firstAfter.Sub(lastBefore)
-	t.Logf("%s killed; writes now on %s; last 2xx before the kill %v before it, first 2xx after it %v after (window %v)",
-		writer, galeraScript(t, "primary"), killedAt.Sub(lastBefore).Round(time.Millisecond),
+	t.Logf("%s %s; writes on %s at the end; last 2xx %v before the fault, first 2xx %v after it (window %v)",
+		fault.out, writer, galeraScript(t, "primary"), killedAt.Sub(lastBefore).Round(time.Millisecond),
 		firstAfter.Sub(killedAt).Round(time.Millisecond), window.Round(time.Millisecond))
 	t.Logf("during the window: %s", tally(during))
 	t.Logf("load: %s", tally(as))
