@@ -10,6 +10,8 @@
 #   scripts/galera.sh kill N         SIGKILL node N's server
 #   scripts/galera.sh stall N|resume N   SIGSTOP / SIGCONT node N's server
 #   scripts/galera.sh restart N      start node N again: it rejoins by IST from the others' gcache
+#   scripts/galera.sh via N PORT     HAProxy reaches node N (its traffic and checks) through 127.0.0.1:PORT,
+#                                    e.g. a fault proxy in front of it; via N alone: directly again
 #   scripts/galera.sh sql QUERY      run QUERY through HAProxy, rows one a line, tab-separated
 #
 # HAProxy sends every connection to one node at a time and keeps it there
@@ -283,13 +285,28 @@ restart)
   if grep -q "IST received" "$dir/node$2/error.log"; then how="by IST from ${recovered:-?}"; else how="by a full state transfer"; fi
   echo "galera: node$2 rejoined $how and is Synced"
   ;;
+via)
+  # HAProxy's runtime API moves the server; the writer file names a node by
+  # the port its checks see, so it moves with it (under the checks' lock),
+  # first: a check in between then fails once, below fall 2.
+  node_arg "${2:-}"
+  to=${3:-$(port "$2")}
+  exec 9>"$dir/writer.lock"
+  flock 9
+  from=$(echo "show servers state galera" | socat stdio "unix-connect:$dir/haproxy.sock" | awk -v s="node$2" '$4==s {print $19}')
+  [ -n "$from" ] || die "haproxy has no server node$2"
+  [ "$(cat "$dir/writer" 2>/dev/null)" = "$from" ] && echo "$to" >"$dir/writer"
+  out=$(echo "set server galera/node$2 addr 127.0.0.1 port $to" | socat stdio "unix-connect:$dir/haproxy.sock")
+  case $out in *"changed from"* | *"no need to change"* | "") ;; *) die "haproxy: $out" ;; esac
+  echo "galera: haproxy reaches node$2 through 127.0.0.1:$to"
+  ;;
 sql)
   shift
   [ $# -gt 0 ] || die "usage: galera.sh sql QUERY"
   mariadb -uroot -h127.0.0.1 -P"$front" --connect-timeout=2 -D seckill -Nse "$*"
   ;;
 *)
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   [ -z "$cmd" ] && exit 2
   die "unknown command: $cmd"
   ;;

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,13 +69,46 @@ func TestDrillGaleraWriterStalled(t *testing.T) {
 	}
 }
 
-// galeraFault is how a drill takes the write node out, and how it brings
-// it back.
-type galeraFault struct{ name, out, back string }
+// TestDrillGaleraWriterCut: the same with the network to the write node
+// cut (HAProxy reaches it, its health checks included, through the fault
+// proxy, which closes every connection and refuses new ones) and restored
+// once the writes moved. The node itself stays in the cluster: only its
+// clients lose it, COMMITs in flight included.
+func TestDrillGaleraWriterCut(t *testing.T) {
+	for _, strategy := range drillStrategies {
+		t.Run(strategy, func(t *testing.T) {
+			drillGaleraWriter(t, strategy, 1, galeraCut)
+		})
+	}
+}
+
+// galeraFault is how a drill takes the write node (node N) out, and how
+// it brings it back; prepare, when set, runs before the sale.
+type galeraFault struct {
+	name      string
+	prepare   func(t *testing.T, n string)
+	out, back func(t *testing.T, n string)
+}
 
 var (
-	galeraKill  = galeraFault{name: "killing", out: "kill", back: "restart"}
-	galeraStall = galeraFault{name: "stalling", out: "stall", back: "resume"}
+	galeraKill = galeraFault{name: "killing",
+		out:  func(t *testing.T, n string) { t.Log(galeraScript(t, "kill", n)) },
+		back: func(t *testing.T, n string) { t.Log(galeraScript(t, "restart", n)) }}
+	galeraStall = galeraFault{name: "stalling",
+		out:  func(t *testing.T, n string) { t.Log(galeraScript(t, "stall", n)) },
+		back: func(t *testing.T, n string) { t.Log(galeraScript(t, "resume", n)) }}
+	galeraCut = func() galeraFault {
+		var proxy *testenv.Proxy
+		return galeraFault{name: "cutting",
+			prepare: func(t *testing.T, n string) {
+				proxy = testenv.NewProxy(t, "127.0.0.1:"+strconv.Itoa(3310+int(n[0]-'0')))
+				_, port, _ := strings.Cut(proxy.Addr(), ":")
+				t.Log(galeraScript(t, "via", n, port))
+				t.Cleanup(func() { t.Log(galeraScript(t, "via", n)) }) // before the proxy's own cut
+			},
+			out:  func(t *testing.T, n string) { proxy.Cut(); t.Logf("the network to node%s cut", n) },
+			back: func(t *testing.T, n string) { proxy.Restore(); t.Logf("the network to node%s restored", n) }}
+	}()
 )
 
 // galeraWhole waits until all three nodes are Synced in one primary
@@ -94,6 +128,11 @@ func galeraWhole(t *testing.T, d time.Duration) {
 // through instances service processes, the write node taken out by fault.
 func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galeraFault) {
 	g := testenv.Galera(t)
+	writer := galeraScript(t, "primary")
+	n := strings.TrimPrefix(writer, "node")
+	if fault.prepare != nil {
+		fault.prepare(t, n)
+	}
 	b := testenv.Real(t) // Redis, and the test's key prefix
 	be := backends{redisURL: b.RedisURL, dsn: g.DSN, prefix: b.KeyPrefix}
 	var bases []string
@@ -112,14 +151,15 @@ func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galer
 		maxAttempts: 1000000, maxTime: 3 * time.Minute})
 	l.waitAcks(t, 100, 30*time.Second)
 
-	writer := galeraScript(t, "primary")
-	n := strings.TrimPrefix(writer, "node")
-	t.Log(galeraScript(t, fault.out, n))
+	if now := galeraScript(t, "primary"); now != writer {
+		t.Fatalf("the writes moved from %s to %s before the fault", writer, now)
+	}
+	fault.out(t, n)
 	killedAt := time.Now()
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
-			t.Log(galeraScript(t, fault.back, n))
+			fault.back(t, n)
 			galeraWhole(t, time.Minute)
 		}
 	})
@@ -150,7 +190,7 @@ func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galer
 	t.Logf("writes on %s %v after %s %s", now, time.Since(killedAt).Round(100*time.Millisecond), fault.name, writer)
 	acks := l.acks.Load()
 	// The node rejoins while the sale goes on.
-	t.Log(galeraScript(t, fault.back, n))
+	fault.back(t, n)
 	restarted = true
 	galeraWhole(t, time.Minute)
 	l.waitAcks(t, acks+100, 30*time.Second)
@@ -178,7 +218,7 @@ func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galer
 	}
 	window := firstAfter.Sub(lastBefore)
 	t.Logf("%s %s; writes on %s at the end; last 2xx %v before the fault, first 2xx %v after it (window %v)",
-		fault.out, writer, galeraScript(t, "primary"), killedAt.Sub(lastBefore).Round(time.Millisecond),
+		fault.name, writer, galeraScript(t, "primary"), killedAt.Sub(lastBefore).Round(time.Millisecond),
 		firstAfter.Sub(killedAt).Round(time.Millisecond), window.Round(time.Millisecond))
 	t.Logf("during the window: %s", tally(during))
 	t.Logf("load: %s", tally(as))
