@@ -10,6 +10,8 @@
 #   scripts/galera.sh kill N         SIGKILL node N's server
 #   scripts/galera.sh stall N|resume N   SIGSTOP / SIGCONT node N's server
 #   scripts/galera.sh restart N      start node N again: it rejoins by IST from the others' gcache
+#   scripts/galera.sh via N PORT     HAProxy reaches node N (its traffic and checks) through 127.0.0.1:PORT,
+#                                    e.g. a fault proxy in front of it; via N alone: directly again
 #   scripts/galera.sh sql QUERY      run QUERY through HAProxy, rows one a line, tab-separated
 #
 # HAProxy sends every connection to one node at a time and keeps it there
@@ -35,6 +37,10 @@ die() { echo "galera.sh: $*" >&2; exit 1; }
 port() { echo $((3310 + $1)); }
 sock() { echo "$dir/node$1/mysqld.sock"; }
 pidof_node() { [ -f "$dir/node$1/mysqld.pid" ] && cat "$dir/node$1/mysqld.pid" || true; }
+# alive PID: the process exists and is not a zombie (a killed server whose
+# parent has not reaped it yet holds no port and no file, but kill -0
+# still finds it).
+alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
 local_sql() { mariadb -uroot --socket="$(sock "$1")" --connect-timeout=2 -Nse "$2"; }
 node_arg() {
   case "${1:-}" in 1 | 2 | 3) ;; *) die "name a node: 1, 2 or 3" ;; esac
@@ -79,7 +85,7 @@ CNF
 start_node() { # node [extra mariadbd args...]
   local n=$1
   shift
-  [ -n "$(pidof_node "$n")" ] && kill -0 "$(pidof_node "$n")" 2>/dev/null && die "node$n is already running"
+  alive "$(pidof_node "$n")" && die "node$n is already running"
   setsid /usr/sbin/mariadbd --defaults-file="$dir/node$n/my.cnf" "$@" >>"$dir/node$n/stdout.log" 2>&1 < /dev/null &
 }
 
@@ -173,7 +179,7 @@ case $cmd in
 start)
   command -v haproxy >/dev/null || die "haproxy is not installed: apt-get install -y haproxy"
   [ -x "$provider" ] || [ -f "$provider" ] || die "no Galera provider at $provider (Debian's galera-4)"
-  if [ -d "$dir" ] && [ -n "$(pidof_node 1)" ] && kill -0 "$(pidof_node 1)" 2>/dev/null; then
+  if [ -d "$dir" ] && alive "$(pidof_node 1)"; then
     die "already running (scripts/galera.sh stop first)"
   fi
   rm -rf "$dir"
@@ -216,7 +222,7 @@ stop)
 status)
   for n in "${nodes[@]}"; do
     p=$(pidof_node "$n")
-    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+    if alive "$p"; then
       st=$(local_sql "$n" "SELECT GROUP_CONCAT(VARIABLE_VALUE ORDER BY VARIABLE_NAME SEPARATOR ' ') FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN ('WSREP_LOCAL_STATE_COMMENT','WSREP_CLUSTER_SIZE','WSREP_CLUSTER_STATUS')" 2>/dev/null || echo "not answering")
       echo "node$n port $(port "$n") pid $p: $st"
     else
@@ -240,6 +246,9 @@ kill)
   p=$(pidof_node "$2")
   [ -n "$p" ] || die "node$2 is not running"
   kill -9 "$p"
+  # Return once it is gone, so that a restart right after finds it so.
+  for _ in $(seq 1 100); do alive "$p" || break; sleep 0.1; done
+  alive "$p" && die "node$2 (pid $p) still runs 10 s after SIGKILL"
   echo "galera: node$2 (pid $p) killed"
   ;;
 stall | resume)
@@ -252,7 +261,7 @@ stall | resume)
 restart)
   node_arg "${2:-}"
   p=$(pidof_node "$2")
-  if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then die "node$2 is running (pid $p)"; fi
+  if alive "$p"; then die "node$2 is running (pid $p)"; fi
   rm -f "$dir/node$2/mysqld.pid"
   # A killed node's grastate.dat says seqno -1: recover its last committed
   # position from InnoDB first (what galera_recovery does under systemd),
@@ -276,13 +285,28 @@ restart)
   if grep -q "IST received" "$dir/node$2/error.log"; then how="by IST from ${recovered:-?}"; else how="by a full state transfer"; fi
   echo "galera: node$2 rejoined $how and is Synced"
   ;;
+via)
+  # HAProxy's runtime API moves the server; the writer file names a node by
+  # the port its checks see, so it moves with it (under the checks' lock),
+  # first: a check in between then fails once, below fall 2.
+  node_arg "${2:-}"
+  to=${3:-$(port "$2")}
+  exec 9>"$dir/writer.lock"
+  flock 9
+  from=$(echo "show servers state galera" | socat stdio "unix-connect:$dir/haproxy.sock" | awk -v s="node$2" '$4==s {print $19}')
+  [ -n "$from" ] || die "haproxy has no server node$2"
+  [ "$(cat "$dir/writer" 2>/dev/null)" = "$from" ] && echo "$to" >"$dir/writer"
+  out=$(echo "set server galera/node$2 addr 127.0.0.1 port $to" | socat stdio "unix-connect:$dir/haproxy.sock")
+  case $out in *"changed from"* | *"no need to change"* | "") ;; *) die "haproxy: $out" ;; esac
+  echo "galera: haproxy reaches node$2 through 127.0.0.1:$to"
+  ;;
 sql)
   shift
   [ $# -gt 0 ] || die "usage: galera.sh sql QUERY"
   mariadb -uroot -h127.0.0.1 -P"$front" --connect-timeout=2 -D seckill -Nse "$*"
   ;;
 *)
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   [ -z "$cmd" ] && exit 2
   die "unknown command: $cmd"
   ;;

@@ -5,6 +5,7 @@ package database
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -94,12 +95,40 @@ func Open(ctx context.Context, dsn, sqlitePath string) (*gorm.DB, string, []int6
 		_ = sqlDB.Close()
 		return nil, "", nil, mysqlOpenError(mc, err)
 	}
+	if galera(pctx, sqlDB) && mc.Params["wsrep_sync_wait"] == "" {
+		// On Galera a node may answer a read before it applied write
+		// sets the cluster already committed: after a failover the new
+		// writer could miss an order acknowledged on the old one (an
+		// Idempotency-Key's replay, a read-back of an unknown COMMIT).
+		// wsrep_sync_wait=1 makes every read and BEGIN of a session wait
+		// until its node caught up. Writes need no wait: certification
+		// refuses one based on a stale row (1213, not written).
+		_ = sqlDB.Close()
+		if mc.Params == nil {
+			mc.Params = map[string]string{}
+		}
+		mc.Params["wsrep_sync_wait"] = "1"
+		if db, err = gorm.Open(mysql.Open(mc.FormatDSN()), gcfg); err != nil {
+			return nil, "", nil, mysqlOpenError(mc, err)
+		}
+		sqlDB, _ = db.DB()
+		sqlDB.SetMaxOpenConns(64)
+		sqlDB.SetMaxIdleConns(64)
+		sqlDB.SetConnMaxLifetime(5 * time.Minute)
+	}
 	applied, err := migrations.Up(ctx, sqlDB, migrations.MySQL)
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, "", nil, err
 	}
 	return db, fmt.Sprintf("mysql %s/%s", mc.Addr, mc.DBName), applied, nil
+}
+
+// galera reports whether db is a node of a Galera cluster (wsrep_on), not
+// a single server; an error (MySQL has no such variable) says it is not.
+func galera(ctx context.Context, db *sql.DB) bool {
+	var on sql.NullInt64
+	return db.QueryRowContext(ctx, "SELECT @@wsrep_on").Scan(&on) == nil && on.Int64 == 1
 }
 
 func mysqlOpenError(mc *gomysql.Config, err error) error {

@@ -127,8 +127,8 @@ func (p *Proxy) serve(l net.Listener) {
 				continue
 			}
 			p.wg.Add(2)
-			go p.pipe(c, up, false)
-			go p.pipe(up, c, true)
+			go p.pipe(c, up, true) // the target's replies
+			go p.pipe(up, c, false)
 		}
 	}()
 }

@@ -128,6 +128,11 @@ func isOutage(err error) bool {
 		switch me.Number {
 		case 1040, 1053, 1205, 1213, 1927, 2002, 2003, 2006, 2013:
 			return true
+		case 1047:
+			// ER_UNKNOWN_COM_ERROR, Galera's "WSREP has not yet prepared
+			// node for application use": a node out of the primary
+			// component refuses every statement (nothing ran).
+			return true
 		}
 		return false
 	}

@@ -281,6 +281,9 @@ func (s *Store) InsertBatch(ctx context.Context, batch []OrderWrite, now time.Ti
 			}
 			return ErrBatchRefused
 		}
+		if s.takenHook != nil {
+			s.takenHook(ctx, tx)
+		}
 		return nil
 	})
 	if errors.Is(err, errCommit) {

@@ -51,6 +51,10 @@ type Store struct {
 	// moveHook, when set (by tests), runs inside a move between bucket
 	// rows, after the donors' UPDATEs and before the recipient's.
 	moveHook func(ctx context.Context, tx *sql.Tx)
+	// takenHook, when set (by tests), runs inside a batch's transaction
+	// (an item of one bucket) once its UPDATE took the units, just before
+	// COMMIT: the moment another writer's conflict or a cut matters.
+	takenHook func(ctx context.Context, tx *sql.Tx)
 }
 
 // New wraps an open gorm handle whose schema is migrated.

@@ -37,9 +37,22 @@ func (s *Store) inTx(ctx context.Context, opts *sql.TxOptions, fn func(tx *sql.T
 			// was written, and the database did not answer in time.
 			return fmt.Errorf("database: commit: rolled back when its context ended: %w: %w", stock.ErrUnavailable, err)
 		}
-		return fmt.Errorf("%w: %w", errCommit, dbError("commit", err))
+		return commitError(err)
 	}
 	return nil
+}
+
+// commitError classifies a failed COMMIT. A deadlock (1213) answered to
+// the COMMIT itself is Galera's certification failure (or a brute-force
+// abort by a replicated write): the server rolled the transaction back
+// whole, so nothing was written and it is a plain 503 (ErrUnavailable),
+// not errCommit. Anything else (a cut connection, a timeout) leaves the
+// outcome unknown: errCommit, which the callers read back.
+func commitError(err error) error {
+	if isDeadlock(err) {
+		return fmt.Errorf("database: commit: rolled back by the server (a Galera certification failure), nothing written: %w: %w", stock.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%w: %w", errCommit, dbError("commit", err))
 }
 
 // LockedItem is an item whose row a transaction holds locked (see
