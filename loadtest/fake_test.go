@@ -72,14 +72,13 @@ type fakeService struct {
 	token string
 	bugs  fakeBugs
 
-	mu       sync.Mutex
-	nextID   int64
-	items    map[int64]*fakeItem
-	orders   map[string]*fakeOrder
-	idem     map[string]idemEntry // item/key -> first answer
-	events   []fakeEvent          // the admin feed, in delivery order
-	createdN int                  // created events so far (loseEventNth)
-	wg       sync.WaitGroup
+	mu     sync.Mutex
+	nextID int64
+	items  map[int64]*fakeItem
+	orders map[string]*fakeOrder
+	idem   map[string]idemEntry // item/key -> first answer
+	events []fakeEvent          // the admin feed, in delivery order
+	wg     sync.WaitGroup
 }
 
 func newFake(t *testing.T, bugs fakeBugs) (*fakeService, *httptest.Server) {
