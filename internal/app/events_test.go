@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/app/apptest"
 	"github.com/seckill/seckill/internal/testenv"
 )
@@ -167,6 +168,55 @@ func TestAdminEventFeed(t *testing.T) {
 		}
 		if r, _ := c.Do("GET", "/api/v1/admin/events", nil, false, nil); r.Status != http.StatusUnauthorized {
 			t.Errorf("no admin token: got %d %s, want 401", r.Status, r.Body)
+		}
+	})
+}
+
+// The console's order view: an order with the provider's payment and its
+// events (created, then paid), and a second delivery of the payment shown
+// once; an unknown order is a 404, and no token a 401.
+func TestAdminOrderView(t *testing.T) {
+	t.Parallel()
+	testenv.ForEach(t, func(t *testing.T, b testenv.Backend) {
+		_, c := apptest.Start(t, b, func(cfg *app.Config) { cfg.StripeWebhookSecret = stripeSecret })
+		item := paymentItem(t, c)
+		id := buyPriced(t, c, item, "viewer")
+		body := webhookEvent("evt_view_1", id, priceCents, "usd")
+		wantWebhook(t, postWebhook(t, c, body, stripeSecret), "paid", false)
+		wantWebhook(t, postWebhook(t, c, body, stripeSecret), "paid", true)
+
+		var v struct {
+			Order struct {
+				ID, Status string
+			} `json:"order"`
+			Payments []struct {
+				EventID  string `json:"event_id"`
+				Amount   int64  `json:"amount"`
+				Currency string `json:"currency"`
+				Outcome  string `json:"outcome"`
+			} `json:"payments"`
+			Events []feedEvent `json:"events"`
+		}
+		c.Must(t, "GET", "/api/v1/admin/orders/"+id, nil, true, nil).JSON(t, &v)
+		if v.Order.ID != id || v.Order.Status != "paid" {
+			t.Errorf("order %+v, want %s paid", v.Order, id)
+		}
+		if len(v.Payments) != 1 || v.Payments[0].EventID != "evt_view_1" || v.Payments[0].Amount != priceCents ||
+			v.Payments[0].Currency != "usd" || v.Payments[0].Outcome != "paid" {
+			t.Errorf("payments %+v, want evt_view_1 once, %d usd, paid", v.Payments, priceCents)
+		}
+		var types []string
+		for _, e := range v.Events {
+			types = append(types, e.Type)
+		}
+		if strings.Join(types, ",") != "created,paid" {
+			t.Errorf("events %v, want created,paid", types)
+		}
+		if r, _ := c.Do("GET", "/api/v1/admin/orders/01a23bd8-0000-7000-8000-000000000000", nil, true, nil); r.Status != http.StatusNotFound {
+			t.Errorf("unknown order: got %d %s, want 404", r.Status, r.Body)
+		}
+		if r, _ := c.Do("GET", "/api/v1/admin/orders/"+id, nil, false, nil); r.Status != http.StatusUnauthorized {
+			t.Errorf("no token: got %d %s, want 401", r.Status, r.Body)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -17,6 +18,11 @@ type EventFeed interface {
 	// EventsAfter returns up to limit events whose delivery sequence is
 	// above after, in that order.
 	EventsAfter(ctx context.Context, after int64, limit int) ([]store.Event, error)
+	// OrderEvents returns one order's events, oldest first.
+	OrderEvents(ctx context.Context, orderID string) ([]store.Event, error)
+	// PaymentEvents returns the payments recorded for one order (the
+	// provider's webhook events), oldest first.
+	PaymentEvents(ctx context.Context, orderID string) ([]store.PaymentEvent, error)
 }
 
 // maxEventsPage caps one page of the admin feed.
@@ -73,6 +79,63 @@ func (h *Handler) events(c *gin.Context) {
 	for i, e := range evs {
 		out.Events[i] = eventJSON{Event: e, Cursor: e.PubSeq}
 		out.NextAfter = e.PubSeq
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// paymentJSON is one payment event recorded for an order.
+type paymentJSON struct {
+	EventID    string    `json:"event_id"`
+	Type       string    `json:"type"`
+	Amount     int64     `json:"amount"`
+	Currency   string    `json:"currency"`
+	Outcome    string    `json:"outcome"`
+	Reason     string    `json:"reason,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+type adminOrderJSON struct {
+	Order    orderJSON     `json:"order"`
+	Payments []paymentJSON `json:"payments"`
+	Events   []store.Event `json:"events"`
+}
+
+// adminOrder shows one order with its payments and its events (the
+// console's order view), whoever its user is.
+func (h *Handler) adminOrder(c *gin.Context) {
+	if h.cfg.Events == nil {
+		h.writeError(c, fmt.Errorf("no event feed configured: %w", stock.ErrNotFound))
+		return
+	}
+	ctx := c.Request.Context()
+	if h.cfg.EventsTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.cfg.EventsTimeout)
+		defer cancel()
+	}
+	id := c.Param("id")
+	o, err := h.shop.Order(ctx, id)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	evs, err := h.cfg.Events.OrderEvents(ctx, id)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	pays, err := h.cfg.Events.PaymentEvents(ctx, id)
+	if err != nil {
+		h.writeError(c, err)
+		return
+	}
+	out := adminOrderJSON{Order: orderView(o), Payments: make([]paymentJSON, len(pays)), Events: evs}
+	if out.Events == nil {
+		out.Events = []store.Event{}
+	}
+	for i, p := range pays {
+		out.Payments[i] = paymentJSON{EventID: p.EventID, Type: p.Type, Amount: p.Amount, Currency: p.Currency,
+			Outcome: p.Outcome, Reason: p.Reason, ReceivedAt: p.ReceivedAt}
 	}
 	c.JSON(http.StatusOK, out)
 }

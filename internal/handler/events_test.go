@@ -29,6 +29,25 @@ func (answeringFeed) EventsAfter(_ context.Context, after int64, _ int) ([]store
 		ItemID: 1, UserID: "ann", Status: "created", At: time.Unix(0, 0).UTC(), PubSeq: after + 1}}, nil
 }
 
+func (answeringFeed) OrderEvents(_ context.Context, id string) ([]store.Event, error) {
+	return []store.Event{{ID: "0190a0b4-0000-7000-8000-000000000002", Type: store.EventCreated, OrderID: id,
+		ItemID: 1, UserID: "ann", Status: "created", At: time.Unix(0, 0).UTC()}}, nil
+}
+
+func (answeringFeed) PaymentEvents(_ context.Context, id string) ([]store.PaymentEvent, error) {
+	return nil, nil
+}
+
+func (f stalledFeed) OrderEvents(ctx context.Context, _ string) ([]store.Event, error) {
+	_, err := f.EventsAfter(ctx, -1, 0)
+	return nil, err
+}
+
+func (f stalledFeed) PaymentEvents(ctx context.Context, _ string) ([]store.PaymentEvent, error) {
+	_, err := f.EventsAfter(ctx, -1, 0)
+	return nil, err
+}
+
 // A stalled database: the feed answers 503 unavailable once its bound
 // (EventsTimeout, the app's SECKILL_DB_TIMEOUT) ends the read, not at the
 // request's deadline. Without a feed configured, the route is a 404.

@@ -253,6 +253,7 @@ func (h *Handler) routes(pub, admin *gin.Engine) {
 	adm.POST("/items/:id/dead-letters/requeue", h.requeueDeadLetters)
 	adm.POST("/items/:id/reconcile", h.reconcile)
 	get(adm, "/events", h.events)
+	get(adm, "/orders/:id", h.adminOrder)
 
 	h.consoleRoutes(pub, admin)
 

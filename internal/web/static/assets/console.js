@@ -378,6 +378,47 @@
     });
   }
 
+  // --- one order: its payments and events ------------------------------------
+
+  function money(amount, currency) {
+    return (amount / 100).toFixed(2) + " " + String(currency).toUpperCase();
+  }
+
+  async function showOrder(id) {
+    $("order-error").textContent = "";
+    const r = await call("GET", "/api/v1/admin/orders/" + encodeURIComponent(id));
+    if (r.error) {
+      $("order-view").hidden = true;
+      if (r.status !== 401) $("order-error").textContent = r.status === 404 ? "No such order." : "The order could not be read: " + r.error.message;
+      return;
+    }
+    const o = r.data.order;
+    text("o-status", o.status + (o.reason ? " (" + o.reason + ")" : ""));
+    text("o-item", o.item_id);
+    text("o-user", o.user_id);
+    text("o-expires", o.expires_at ? when(o.expires_at) : "no deadline");
+    const pays = $("o-pay-rows");
+    clear(pays);
+    for (const p of r.data.payments) {
+      pays.append(el("tr", null, el("td", null, p.event_id), el("td", null, p.type), el("td", { class: "num" }, money(p.amount, p.currency)),
+        el("td", null, p.outcome + (p.reason ? ": " + p.reason : "")), el("td", null, when(p.received_at))));
+    }
+    $("o-pay-table").hidden = r.data.payments.length === 0;
+    $("o-pay-empty").hidden = r.data.payments.length > 0;
+    const evs = $("o-ev-rows");
+    clear(evs);
+    for (const e of r.data.events) {
+      evs.append(el("tr", null, el("td", null, e.id), el("td", null, e.type), el("td", null, e.status), el("td", null, when(e.at))));
+    }
+    $("order-view").hidden = false;
+  }
+
+  $("order-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const id = $("order-id").value.trim();
+    if (id) showOrder(id);
+  });
+
   // --- dead letters --------------------------------------------------------
 
   async function loadDeadLetters() {
