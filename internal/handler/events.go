@@ -64,12 +64,8 @@ func (h *Handler) events(c *gin.Context) {
 		h.writeError(c, err)
 		return
 	}
-	ctx := c.Request.Context()
-	if h.cfg.EventsTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.cfg.EventsTimeout)
-		defer cancel()
-	}
+	ctx, cancel := h.eventsContext(c)
+	defer cancel()
 	evs, err := h.cfg.Events.EventsAfter(ctx, after, int(limit))
 	if err != nil {
 		h.writeError(c, err)
@@ -107,12 +103,8 @@ func (h *Handler) adminOrder(c *gin.Context) {
 		h.writeError(c, fmt.Errorf("no event feed configured: %w", stock.ErrNotFound))
 		return
 	}
-	ctx := c.Request.Context()
-	if h.cfg.EventsTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.cfg.EventsTimeout)
-		defer cancel()
-	}
+	ctx, cancel := h.eventsContext(c)
+	defer cancel()
 	id := c.Param("id")
 	o, err := h.shop.Order(ctx, id)
 	if err != nil {
@@ -138,4 +130,13 @@ func (h *Handler) adminOrder(c *gin.Context) {
 			Outcome: p.Outcome, Reason: p.Reason, ReceivedAt: p.ReceivedAt}
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// eventsContext bounds a read of the events by Config.EventsTimeout (the
+// app's SECKILL_DB_TIMEOUT), so a stalled database is a fast 503.
+func (h *Handler) eventsContext(c *gin.Context) (context.Context, context.CancelFunc) {
+	if h.cfg.EventsTimeout > 0 {
+		return context.WithTimeout(c.Request.Context(), h.cfg.EventsTimeout)
+	}
+	return context.WithCancel(c.Request.Context())
 }
