@@ -29,13 +29,27 @@ func galeraPath() string {
 }
 
 // galeraScript runs scripts/galera.sh with args and returns its output.
+//
+// The question of which node takes the writes (primary, a query through
+// HAProxy) is asked again for up to 30 s: a
+// node rejoining after a fault may refuse a connection at its handshake
+// until it is synced (ERROR 2013), and HAProxy's check moves it out only at
+// its next run. What the test does to the cluster (kill, stall, restart)
+// runs once.
 func galeraScript(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(galeraPath(), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("galera.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	retry := len(args) == 1 && args[0] == "primary"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command(galeraPath(), args...).CombinedOutput()
+		if err == nil {
+			return strings.TrimSpace(string(out))
+		}
+		if !retry || time.Now().After(deadline) {
+			t.Fatalf("galera.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return strings.TrimSpace(string(out))
 }
 
 // TestDrillGaleraWriterKilled: a sale on each strategy, with one service

@@ -114,6 +114,44 @@ func (p *JetStream) Publish(ctx context.Context, ev store.Event) error {
 	return nil
 }
 
+// PublishAll sends evs with asynchronous publishes (each with its
+// Nats-Msg-Id) and waits for their PubAcks, in order: evs[:n] are in the
+// stream. A missing stream is made for the next try.
+func (p *JetStream) PublishAll(ctx context.Context, evs []store.Event) (int, error) {
+	futs := make([]jetstream.PubAckFuture, 0, len(evs))
+	var sendErr error
+	for _, ev := range evs {
+		body, err := json.Marshal(ev)
+		if err != nil {
+			sendErr = err
+			break
+		}
+		msg := &nats.Msg{Subject: p.Subject(ev.ItemID), Data: body, Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, ev.ID)
+		f, err := p.js.PublishMsgAsync(msg, jetstream.WithExpectStream(p.cfg.Stream))
+		if err != nil {
+			sendErr = fmt.Errorf("nats: publish event %s: %w", ev.ID, err)
+			break
+		}
+		futs = append(futs, f)
+	}
+	for i, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			if errorsIs(err, jetstream.ErrNoStreamResponse) || errorsIs(err, jetstream.ErrStreamNotFound) {
+				if serr := p.ensureStream(ctx); serr != nil {
+					return i, serr
+				}
+			}
+			return i, fmt.Errorf("nats: publish event %s: %w", evs[i].ID, err)
+		case <-ctx.Done():
+			return i, fmt.Errorf("nats: publish event %s: %w", evs[i].ID, ctx.Err())
+		}
+	}
+	return len(futs), sendErr
+}
+
 // Close closes the connection.
 func (p *JetStream) Close() { p.nc.Close() }
 

@@ -188,12 +188,40 @@ func (r *Relay) lead(ctx context.Context, lease *store.OutboxLease) error {
 	return nil
 }
 
-// publish delivers evs in order, one acknowledged publish after another
-// (so a failure never lets a later event of an order overtake an earlier
-// one), and returns how many were acknowledged.
+// BatchPublisher is a Publisher that can have several publishes in flight
+// (JetStream's asynchronous publish): one round trip for many events
+// instead of one each.
+type BatchPublisher interface {
+	Publisher
+	// PublishAll sends evs all at once and waits for their
+	// acknowledgements: evs[:n] are on the server, in order, and err says
+	// why evs[n] is not. A later one may be there too (it is sent again,
+	// and dropped by the server's dedupe).
+	PublishAll(ctx context.Context, evs []store.Event) (n int, err error)
+}
+
+// publish delivers evs in order and returns how many were acknowledged.
+// A later event of an order must never overtake an earlier one, which a
+// failed publish followed by a successful one could do: one acknowledged
+// publish after another does that, and so does a BatchPublisher given
+// runs in which no order has two events (a failure then stops before the
+// order's next event is sent).
 func (r *Relay) publish(ctx context.Context, evs []store.Event) (int, error) {
 	if r.cfg.Publisher == nil {
 		return len(evs), nil
+	}
+	if bp, ok := r.cfg.Publisher.(BatchPublisher); ok {
+		done := 0
+		for _, run := range distinctRuns(evs) {
+			pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+			n, err := bp.PublishAll(pctx, run)
+			cancel()
+			done += n
+			if err != nil {
+				return done, err
+			}
+		}
+		return done, nil
 	}
 	for i, e := range evs {
 		pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
@@ -204,6 +232,26 @@ func (r *Relay) publish(ctx context.Context, evs []store.Event) (int, error) {
 		}
 	}
 	return len(evs), nil
+}
+
+// distinctRuns cuts evs, in order, into runs in which no order has two
+// events.
+func distinctRuns(evs []store.Event) [][]store.Event {
+	var runs [][]store.Event
+	start := 0
+	seen := map[string]bool{}
+	for i, e := range evs {
+		if seen[e.OrderID] {
+			runs = append(runs, evs[start:i])
+			start = i
+			clear(seen)
+		}
+		seen[e.OrderID] = true
+	}
+	if start < len(evs) {
+		runs = append(runs, evs[start:])
+	}
+	return runs
 }
 
 // report reads the backlog for the Observer.

@@ -37,6 +37,7 @@ type floorConfig struct {
 	Batch      int           // orders per lua-async transaction, at most
 	Buckets    int           // the lua and lua-async items' buckets (bucket rows); 0 or 1: their items row
 	Instances  int           // lua: group-commit writers of the item, as so many service instances (0: 1)
+	Events     string        // on, off or both (main's -events); runFloor reads it
 }
 
 // floorResult is what one strategy at one concurrency did.
@@ -56,6 +57,16 @@ type floorResult struct {
 	// machine.
 	CPU     float64
 	SoldOut bool // the item sold out before the time was up
+	// NoEvents: the store wrote no order events (store.Options.WithoutEvents),
+	// to measure what the transactional outbox costs.
+	NoEvents bool
+}
+
+// floorStore is a store the floor writes through; noEvents says it writes
+// no order events.
+type floorStore struct {
+	st       *store.Store
+	noEvents bool
 }
 
 // OrdersPerSecond is the rate of committed orders.
@@ -64,36 +75,50 @@ func (r floorResult) OrdersPerSecond() float64 { return float64(r.Orders) / r.El
 // floor runs every strategy at every concurrency in turn, each on a new
 // item of cfg.Stock units, for cfg.Duration or until the item sells out,
 // whichever is first. pid is mariadbd's process (0: unknown).
-func floor(ctx context.Context, st *store.Store, pid int, cfg floorConfig, each func(floorResult)) error {
+//
+// With several stores (with and without order events), each strategy runs
+// on each store in turn, so the figures to compare come from one run.
+func floor(ctx context.Context, stores []floorStore, pid int, cfg floorConfig, each func(floorResult)) error {
 	for _, c := range cfg.Conns {
 		for _, s := range cfg.Strategies {
-			k := max(1, cfg.Buckets) // every strategy's writers here have bucket rows
-			it := &stock.Item{Name: fmt.Sprintf("floor-%s-c%d", s, c), Stock: cfg.Stock, Strategy: s, Buckets: k}
-			if err := st.CreateItem(ctx, it, nil); err != nil {
-				return err
-			}
-			cpu0 := cpuOrZero(pid)
-			var r floorResult
-			var err error
-			if s == stock.StrategyLuaAsync {
-				r, err = floorQueued(ctx, st, it.ID, k, c, cfg)
-			} else {
-				inst := 1 // lock's instances share one Redis lock (a bucket's): one writer at a time
-				if s == stock.StrategyLua {
-					inst = max(1, cfg.Instances)
+			for _, fs := range stores {
+				if err := floorOne(ctx, fs, pid, cfg, s, c, each); err != nil {
+					return err
 				}
-				r, err = floorSync(ctx, st, it.ID, s == stock.StrategyLock, k, inst, c, cfg.Duration)
 			}
-			if err != nil {
-				return fmt.Errorf("%s -c%d: %w", s, c, err)
-			}
-			r.Strategy, r.Buckets, r.Conns, r.Item, r.CPU = s, k, c, it.ID, -1
-			if pid > 0 && r.Orders > 0 {
-				r.CPU = (cpuOrZero(pid) - cpu0) / float64(r.Orders) * 1e6
-			}
-			each(r)
 		}
 	}
+	return nil
+}
+
+// floorOne runs strategy s at c connections on a new item of fs's store.
+func floorOne(ctx context.Context, fs floorStore, pid int, cfg floorConfig, s stock.StrategyName, c int, each func(floorResult)) error {
+	st := fs.st
+	k := max(1, cfg.Buckets) // every strategy's writers here have bucket rows
+	it := &stock.Item{Name: fmt.Sprintf("floor-%s-c%d", s, c), Stock: cfg.Stock, Strategy: s, Buckets: k}
+	if err := st.CreateItem(ctx, it, nil); err != nil {
+		return err
+	}
+	cpu0 := cpuOrZero(pid)
+	var r floorResult
+	var err error
+	if s == stock.StrategyLuaAsync {
+		r, err = floorQueued(ctx, st, it.ID, k, c, cfg)
+	} else {
+		inst := 1 // lock's instances share one Redis lock (a bucket's): one writer at a time
+		if s == stock.StrategyLua {
+			inst = max(1, cfg.Instances)
+		}
+		r, err = floorSync(ctx, st, it.ID, s == stock.StrategyLock, k, inst, c, cfg.Duration)
+	}
+	if err != nil {
+		return fmt.Errorf("%s -c%d: %w", s, c, err)
+	}
+	r.Strategy, r.Buckets, r.Conns, r.Item, r.CPU, r.NoEvents = s, k, c, it.ID, -1, fs.noEvents
+	if pid > 0 && r.Orders > 0 {
+		r.CPU = (cpuOrZero(pid) - cpu0) / float64(r.Orders) * 1e6
+	}
+	each(r)
 	return nil
 }
 
@@ -310,6 +335,9 @@ func printFloor(printf func(string, ...any)) func(floorResult) {
 		label := string(r.Strategy)
 		if r.Buckets > 1 {
 			label += fmt.Sprintf("-k%d", r.Buckets) // one word: bench-ratios.sh reads the table by columns
+		}
+		if r.NoEvents {
+			label += "-noevents"
 		}
 		printf("| %s | %d | %d | %.0f | %s | %.2fms | %s |\n", label, r.Conns, r.Orders, r.OrdersPerSecond(), perCommit,
 			float64(r.P99.Microseconds())/1000, cpu)

@@ -116,7 +116,7 @@ func TestFloorCountsWhatItWrote(t *testing.T) {
 		Conns: []int{1, 8}, Duration: 300 * time.Millisecond, Stock: 1_000_000, Writers: 2, Batch: 20}
 	before := comCommit(t, db)
 	var results []floorResult
-	if err := floor(context.Background(), st, pid, cfg, func(r floorResult) { results = append(results, r) }); err != nil {
+	if err := floor(context.Background(), []floorStore{{st: st}}, pid, cfg, func(r floorResult) { results = append(results, r) }); err != nil {
 		t.Fatal(err)
 	}
 	after := comCommit(t, db)
@@ -159,7 +159,7 @@ func TestFloorStopsAtSoldOut(t *testing.T) {
 		Conns: []int{8}, Duration: time.Hour, Stock: 50, Writers: 2, Batch: 20}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang fails, it does not hang CI
 	defer cancel()
-	err := floor(ctx, st, 0, cfg, func(r floorResult) {
+	err := floor(ctx, []floorStore{{st: st}}, 0, cfg, func(r floorResult) {
 		checkRows(t, db, r)
 		if !r.SoldOut || r.Orders != cfg.Stock {
 			t.Errorf("%s: %d orders, sold out %v; want %d, sold out", r.Strategy, r.Orders, r.SoldOut, cfg.Stock)
@@ -183,7 +183,7 @@ func TestFloorBucketsStopAtSoldOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	runs := 0
-	err := floor(ctx, st, 0, cfg, func(r floorResult) {
+	err := floor(ctx, []floorStore{{st: st}}, 0, cfg, func(r floorResult) {
 		runs++
 		checkRows(t, db, r)
 		if r.Buckets != 4 || !r.SoldOut || r.Orders != cfg.Stock {
@@ -208,6 +208,65 @@ func TestParseFloorFlags(t *testing.T) {
 	for _, bad := range []string{"", "0", "4097", "64,x"} {
 		if _, err := parseConns(bad); err == nil {
 			t.Errorf("parseConns(%q) accepted", bad)
+		}
+	}
+}
+
+// -events both: each strategy runs with and then without order events, on
+// one database; the rows with events have one created event per order,
+// the others none, and the table marks them -noevents.
+func TestFloorWithAndWithoutEvents(t *testing.T) {
+	b := testenv.Real(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, drop, err := openDB(ctx, b.MySQLDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	stores, err := floorStores(db, "both")
+	if err != nil || len(stores) != 2 || stores[0].noEvents || !stores[1].noEvents {
+		t.Fatalf("floorStores(both): %+v %v; want with events, then without", stores, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := floorConfig{Strategies: []stock.StrategyName{stock.StrategyLuaAsync, stock.StrategyLua, stock.StrategyLock},
+		Conns: []int{4}, Duration: time.Hour, Stock: 40, Writers: 2, Batch: 20}
+	var out strings.Builder
+	row := printFloor(func(f string, a ...any) { fmt.Fprintf(&out, f, a...) })
+	var results []floorResult
+	err = floor(ctx, stores, 0, cfg, func(r floorResult) {
+		results = append(results, r)
+		row(r)
+		checkRows(t, sqlDB, r)
+		var events int64
+		if err := sqlDB.QueryRow("SELECT COUNT(*) FROM order_events WHERE item_id = ? AND type = 'created'", r.Item).Scan(&events); err != nil {
+			t.Fatal(err)
+		}
+		want := r.Orders
+		if r.NoEvents {
+			want = 0
+		}
+		if events != want {
+			t.Errorf("%s noevents=%v: %d created events for %d orders, want %d", r.Strategy, r.NoEvents, events, r.Orders, want)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 6 {
+		t.Fatalf("%d results, want 6 (3 strategies, with and without events)", len(results))
+	}
+	for i, r := range results {
+		if r.NoEvents != (i%2 == 1) {
+			t.Errorf("result %d (%s): noevents %v; want each strategy with, then without", i, r.Strategy, r.NoEvents)
+		}
+	}
+	for _, want := range []string{"| lua | 4 |", "| lua-noevents | 4 |", "| lock-noevents | 4 |", "| lua-async-noevents | 4 |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table %q lacks %q", out.String(), want)
 		}
 	}
 }

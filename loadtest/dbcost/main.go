@@ -39,6 +39,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/database"
@@ -60,13 +61,17 @@ func main() {
 	writers := flag.Int("writers", queue.DefaultWriters, "-floor: lua-async writer goroutines (SECKILL_WRITERS)")
 	writerBatch := flag.Int("writer-batch", queue.DefaultBatch, "-floor: lua-async orders per transaction, at most (SECKILL_WRITER_BATCH)")
 	instances := flag.Int("instances", 1, "-floor: the lua item's group-commit writers, as so many service instances (lock keeps one: its Redis lock)")
+	events := flag.String("events", "on", "-floor: on (the service's order events, one row per change in its transaction), off (none), or both (each strategy with and then without, in one run: the outbox's cost)")
 	buckets := flag.Int("buckets", 1, "-floor: the items' buckets (1 to 64; above 1 they keep their stock in bucket rows: lua and lock have one group-commit writer per bucket, lock a fence per bucket, lua-async -writers writers per bucket)")
 	flag.Parse()
 	log.SetFlags(0)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *floorMode {
-		cfg := floorConfig{Duration: *duration, Stock: *units, Writers: *writers, Batch: *writerBatch, Buckets: *buckets, Instances: *instances}
+		cfg := floorConfig{Duration: *duration, Stock: *units, Writers: *writers, Batch: *writerBatch, Buckets: *buckets, Instances: *instances, Events: *events}
+		if *events != "on" && *events != "off" && *events != "both" {
+			log.Fatalf("dbcost: -events %q: want on, off or both", *events)
+		}
 		if err := stock.ValidateBuckets(*buckets); err != nil {
 			log.Fatalf("dbcost: -buckets: %v", err)
 		}
@@ -202,19 +207,52 @@ func runFloor(ctx context.Context, dsn string, cfg floorConfig) error {
 	if err != nil {
 		log.Printf("dbcost: %v; no MariaDB CPU figures", err)
 	}
-	st, drop, err := openStore(ctx, dsn, &store.Options{PaymentTimeout: app.DefaultPaymentTimeout})
+	db, drop, err := openDB(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer drop()
-	fmt.Printf("Floor: %s each, stock %d, lua-async with %d writers of up to %d orders; p99: lua and lock, an order's wait for its commit; lua-async, a batch's transaction.\n\n",
+	stores, err := floorStores(db, cfg.Events)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Floor: %s each, stock %d, lua-async with %d writers of up to %d orders; p99: lua and lock, an order's wait for its commit; lua-async, a batch's transaction; -noevents: no order events written (the outbox off).\n\n",
 		cfg.Duration, cfg.Stock, cfg.Writers, cfg.Batch)
-	return floor(ctx, st, pid, cfg, printFloor(func(f string, a ...any) { fmt.Printf(f, a...) }))
+	return floor(ctx, stores, pid, cfg, printFloor(func(f string, a ...any) { fmt.Printf(f, a...) }))
+}
+
+// floorStores are the stores -events asks for, on one database: with the
+// order events ("on"), without ("off"), or both, in that order.
+func floorStores(db *gorm.DB, events string) ([]floorStore, error) {
+	var out []floorStore
+	for _, noEvents := range map[string][]bool{"on": {false}, "off": {true}, "both": {false, true}}[events] {
+		st, err := store.New(db, &store.Options{PaymentTimeout: app.DefaultPaymentTimeout, WithoutEvents: noEvents})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, floorStore{st: st, noEvents: noEvents})
+	}
+	return out, nil
 }
 
 // openStore creates a database of its own on the server, migrates it and
 // returns a store with opts on it, and a func that drops it.
 func openStore(ctx context.Context, dsn string, opts *store.Options) (*store.Store, func(), error) {
+	db, drop, err := openDB(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.New(db, opts)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	return st, drop, nil
+}
+
+// openDB creates a database of its own on the server, migrates it and
+// returns it, and a func that drops it.
+func openDB(ctx context.Context, dsn string) (*gorm.DB, func(), error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("-dsn: %w", err)
@@ -246,12 +284,7 @@ func openStore(ctx context.Context, dsn string, opts *store.Options) (*store.Sto
 		drop()
 		return nil, nil, err
 	}
-	st, err := store.New(db, opts)
-	if err != nil {
-		drop()
-		return nil, nil, err
-	}
-	return st, drop, nil
+	return db, drop, nil
 }
 
 // mariadbPID finds the mariadbd (or mysqld) process on this machine.
