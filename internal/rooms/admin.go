@@ -291,7 +291,7 @@ func (s *Service) Admin(ctx context.Context, it *stock.Item) (*AdminView, error)
 		// Not an outage of the view: the settings are the database's, and
 		// an answer to a PUT racing a DELETE, or read right after Redis
 		// lost the room, says so instead of a 503.
-		e.ready.Store(false)
+		e.lost() // set up again by the loop, with the hold of a lost line
 		return &AdminView{Settings: s.settings(e, it.StartsAt, s.cfg.Now()), SettingUp: true}, nil
 	}
 	if err != nil {

@@ -265,7 +265,15 @@ func (s *Service) setup(ctx context.Context, e *entry) error {
 
 // tick is one round of e's loop: set up if needed, Open at starts_at,
 // Close when sold out and Resume when stock comes back, and Admit.
-func (s *Service) tick(ctx context.Context, e *entry) error {
+func (s *Service) tick(ctx context.Context, e *entry) (err error) {
+	defer func() {
+		if errors.Is(err, room.ErrNoRoom) {
+			// Whichever step found it gone (the seen flush, the mark, the
+			// stats, the admission): Redis lost it; set it up again next
+			// tick, with the hold of a lost line.
+			e.lost()
+		}
+	}()
 	if !e.ready.Load() {
 		if err := s.setup(ctx, e); err != nil {
 			return err
@@ -299,10 +307,6 @@ func (s *Service) tick(ctx context.Context, e *entry) error {
 	}
 	readAt := s.cfg.Now()
 	st, err := e.room.Stats(ctx)
-	if errors.Is(err, room.ErrNoRoom) {
-		e.lost() // Redis lost it: set it up again next tick
-		return err
-	}
 	if err != nil {
 		return err
 	}
