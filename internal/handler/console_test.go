@@ -86,8 +86,22 @@ func TestTallyCountsOnlyWatchedItems(t *testing.T) {
 		t.Errorf("item 8: got %v, want nothing counted", other)
 	}
 	stop()
-	if after, _ := h.tally.counts(7); len(after) != 0 || h.tally.watchers.Load() != 0 {
-		t.Errorf("after the view closed: got %v and %d watchers, want nothing", after, h.tally.watchers.Load())
+	// The view's stream ended; its page reconnects: the counts go on.
+	now := time.Now()
+	h.tally.now = func() time.Time { return now }
+	order("7", "between") // between the streams, still counted
+	now = now.Add(liveTallyGrace - time.Second)
+	stop = h.tally.watch(7)
+	if again, s := h.tally.counts(7); again["sold_out"] != 3 || !s.Equal(since) {
+		t.Errorf("the view reconnected: got %v since %v, want sold_out 3 since %v", again, s, since)
+	}
+	stop()
+	// Nobody came back within the grace: forgotten, and the order path
+	// is one atomic load again.
+	now = now.Add(liveTallyGrace)
+	order("7", "later")
+	if after, _ := h.tally.counts(7); len(after) != 0 || h.tally.tracked.Load() != 0 {
+		t.Errorf("a grace after the view closed: got %v and %d items tracked, want nothing", after, h.tally.tracked.Load())
 	}
 }
 

@@ -30,6 +30,11 @@ const (
 	// costs two reads a second however many views watch it. Under
 	// liveInterval, so each view still gets a new event every tick.
 	liveShareAge = liveInterval / 2
+	// liveTallyGrace: an item's refusal counts are kept this long after
+	// its last live view closed, for the view's reconnection (EventSource
+	// retries a second after the stream ends; a tab in the background or
+	// a slow network takes longer).
+	liveTallyGrace = time.Minute
 	// liveMaxStreams caps the live views open at once in this process
 	// (each holds a connection and a goroutine); past it a view is refused
 	// 429 rate_limited, to retry after liveBusyRetry.
@@ -181,14 +186,18 @@ func (h *Handler) liveEvent(ctx context.Context, id int64) (*liveJSON, error) {
 
 // orderTally counts refused orders by item and error code, for the items
 // a live view watches and only while one does: the order path then pays one
-// atomic load, and the counts are bounded by the items watched.
+// atomic load, and the counts are bounded by the items watched. A view's
+// stream ends every request timeout or so and its page reconnects a second
+// later, so an item's counts outlive its last view by liveTallyGrace: the
+// reconnected view goes on counting, not from zero.
 //
 // It also keeps what the live views share: the count of open views (capped
 // at maxStreams) and each watched item's last event (see sharedLiveEvent).
 type orderTally struct {
-	watchers atomic.Int64 // open live views of any item
-	mu       sync.Mutex
-	items    map[int64]*itemTally
+	tracked atomic.Int64 // len(items): items watched, or in their grace
+	now     func() time.Time
+	mu      sync.Mutex
+	items   map[int64]*itemTally
 
 	streams    atomic.Int64 // live views open, watching or not yet
 	maxStreams int64
@@ -196,14 +205,15 @@ type orderTally struct {
 }
 
 type itemTally struct {
-	watchers int
-	since    time.Time
+	watchers  int
+	idleSince time.Time // when watchers last fell to 0
+	since     time.Time
 	codes    map[string]int64
 	last     *liveJSON // the item's last event, shared by its views
 }
 
 func newOrderTally() *orderTally {
-	return &orderTally{items: map[int64]*itemTally{}, maxStreams: liveMaxStreams}
+	return &orderTally{items: map[int64]*itemTally{}, maxStreams: liveMaxStreams, now: time.Now}
 }
 
 // openStream counts a live view in, unless maxStreams are open; the
@@ -240,31 +250,48 @@ func (t *orderTally) keep(id int64, ev *liveJSON) {
 // returned stop is called by every view that called watch.
 func (t *orderTally) watch(id int64) (stop func()) {
 	t.mu.Lock()
+	now := t.now()
+	t.prune(now)
 	it := t.items[id]
 	if it == nil {
-		it = &itemTally{since: time.Now(), codes: map[string]int64{}}
+		it = &itemTally{since: now, codes: map[string]int64{}}
 		t.items[id] = it
+		t.tracked.Add(1)
 	}
 	it.watchers++
 	t.mu.Unlock()
-	t.watchers.Add(1)
 	return func() {
-		t.watchers.Add(-1)
 		t.mu.Lock()
 		if it.watchers--; it.watchers == 0 {
-			delete(t.items, id)
+			it.idleSince = t.now()
 		}
 		t.mu.Unlock()
 	}
 }
 
+// prune forgets the items whose last view closed liveTallyGrace before
+// now. The caller holds t.mu.
+func (t *orderTally) prune(now time.Time) {
+	for id, it := range t.items {
+		if it.watchers == 0 && now.Sub(it.idleSince) >= liveTallyGrace {
+			delete(t.items, id)
+			t.tracked.Add(-1)
+		}
+	}
+}
+
 func (t *orderTally) watched(id int64) bool {
-	if t.watchers.Load() == 0 {
+	if t.tracked.Load() == 0 {
 		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.items[id] != nil
+	it := t.items[id]
+	if it != nil && it.watchers == 0 && t.now().Sub(it.idleSince) >= liveTallyGrace {
+		t.prune(t.now()) // its grace is over: the order path is one atomic load again
+		return false
+	}
+	return it != nil
 }
 
 func (t *orderTally) record(id int64, code string) {
@@ -292,7 +319,7 @@ func (t *orderTally) counts(id int64) (map[string]int64, time.Time) {
 // tallyOrders wraps the order route: an order on a watched item that is
 // refused is counted by its error code, read from the answer.
 func (h *Handler) tallyOrders(c *gin.Context) {
-	if h.tally.watchers.Load() == 0 {
+	if h.tally.tracked.Load() == 0 {
 		c.Next()
 		return
 	}
