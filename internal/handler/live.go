@@ -208,8 +208,8 @@ type itemTally struct {
 	watchers  int
 	idleSince time.Time // when watchers last fell to 0
 	since     time.Time
-	codes    map[string]int64
-	last     *liveJSON // the item's last event, shared by its views
+	codes     map[string]int64
+	last      *liveJSON // the item's last event, shared by its views
 }
 
 func newOrderTally() *orderTally {
