@@ -200,8 +200,10 @@ start)
   done
   write_haproxy
   haproxy -f "$dir/haproxy.cfg" || die "haproxy did not start"
+  # Until the checks' first round, HAProxy counts every node UP; then one.
   for _ in $(seq 1 50); do
-    mariadb -uroot -h127.0.0.1 -P"$front" --connect-timeout=1 -e 'SELECT 1' >/dev/null 2>&1 && break
+    ups=$(echo "show stat" | socat stdio "unix-connect:$dir/haproxy.sock" 2>/dev/null | awk -F, '$1=="galera" && $2 ~ /^node/ && $18 ~ /^UP/' | wc -l)
+    [ "$ups" = 1 ] && mariadb -uroot -h127.0.0.1 -P"$front" --connect-timeout=1 -e 'SELECT 1' >/dev/null 2>&1 && break
     sleep 0.2
   done
   echo "galera: 3 nodes Synced, HAProxy on 127.0.0.1:$front, writes to $("$0" primary)"
@@ -239,7 +241,16 @@ url)
   echo "root@tcp(127.0.0.1:$front)/seckill?parseTime=true"
   ;;
 primary)
-  mariadb -uroot -h127.0.0.1 -P"$front" --connect-timeout=2 -Nse 'SELECT @@wsrep_node_name'
+  # HAProxy's own view, read from its stats socket: with balance first the
+  # first server UP takes every new connection (the checks keep one UP at a
+  # time; before their first round all are). A query through HAProxy would
+  # meet what the clients meet (a rejoining node refusing the handshake, a
+  # stalled one never answering) instead of answering the question.
+  [ -S "$dir/haproxy.sock" ] || die "haproxy is not running (scripts/galera.sh start)"
+  up=$(echo "show stat" | socat stdio "unix-connect:$dir/haproxy.sock" |
+    awk -F, '$1=="galera" && $2 ~ /^node/ && $18 ~ /^UP/ {print $2; exit}')
+  [ -n "$up" ] || die "haproxy has no node up: none is Synced, or its checks have not elected one yet"
+  echo "$up"
   ;;
 kill)
   node_arg "${2:-}"

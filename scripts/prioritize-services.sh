@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Give the test run's backends (MariaDB, the Redis on 6379 and the local
-# Redis Cluster's nodes) CPU priority over the test processes, as a
-# deployment gives them cores of their own.
+# Redis Cluster's nodes, the Galera nodes of scripts/galera.sh and their
+# HAProxy, whose health checks run as its children and inherit its nice
+# value) CPU priority over the test processes, as a deployment gives them
+# cores of their own.
 #
 # Why: on this 2-core machine the README's test command keeps 20-30
 # threads runnable at its peaks (race-instrumented test binaries, headless
@@ -27,9 +29,9 @@ case "$nice" in -[0-9] | -1[0-9] | -20 | [0-9] | 1[0-9]) ;; *)
   ;;
 esac
 
-pids=$(pgrep -x 'redis-server|mariadbd|mysqld' || true)
+pids=$(pgrep -x 'redis-server|mariadbd|mysqld|haproxy' || true)
 if [ -z "$pids" ]; then
-  echo "prioritize-services: no redis-server or mariadbd running" >&2
+  echo "prioritize-services: no redis-server, mariadbd or haproxy running" >&2
   exit 0
 fi
 failed=0

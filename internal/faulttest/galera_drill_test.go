@@ -30,12 +30,10 @@ func galeraPath() string {
 
 // galeraScript runs scripts/galera.sh with args and returns its output.
 //
-// The question of which node takes the writes (primary, a query through
-// HAProxy) is asked again for up to 30 s: a
-// node rejoining after a fault may refuse a connection at its handshake
-// until it is synced (ERROR 2013), and HAProxy's check moves it out only at
-// its next run. What the test does to the cluster (kill, stall, restart)
-// runs once.
+// The question of which node takes the writes (primary: the server
+// HAProxy has up) is asked again for up to 30 s: between a fault and the
+// next election by HAProxy's checks no node is up. What the test does to
+// the cluster (kill, stall, restart) runs once.
 func galeraScript(t *testing.T, args ...string) string {
 	t.Helper()
 	retry := len(args) == 1 && args[0] == "primary"
@@ -50,6 +48,16 @@ func galeraScript(t *testing.T, args ...string) string {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// galeraStatus is scripts/galera.sh status, for a failure's message: each
+// node's state and HAProxy's view, read on the nodes' own sockets.
+func galeraStatus() string {
+	out, err := exec.Command(galeraPath(), "status").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%s(galera.sh status: %v)", out, err)
+	}
+	return string(out)
 }
 
 // TestDrillGaleraWriterKilled: a sale on each strategy, with one service
@@ -188,7 +196,7 @@ func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galer
 		}
 	}
 	if firstAfter.IsZero() {
-		t.Fatalf("no 2xx within 30 s of %s %s (now %s takes the writes)", fault.name, writer, galeraScript(t, "primary"))
+		t.Fatalf("no 2xx within 30 s of %s %s; the cluster now:\n%s", fault.name, writer, galeraStatus())
 	}
 	// The writes moved (lua-async's 202s come from Redis before they do).
 	var now string
