@@ -1,5 +1,5 @@
 #!/bin/bash
-# Reproduces the order events' figures of docs/BENCHMARKS.md ("Order
+# Reproduces the order events' figures of docs/BENCHMARKS-events.md ("Order
 # events"). Run from the repo root on a quiet machine; needs MariaDB (root,
 # no password), Redis and NATS with JetStream on 127.0.0.1. Creates and
 # drops the database seckill_events_bench; Redis keys under events-bench-*.

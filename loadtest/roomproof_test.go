@@ -24,7 +24,7 @@ import (
 // sale and of the room must PASS, the DB-side ones included; the two
 // timing verdicts (the rate per full second, sold out within 1 s) are
 // logged, not asserted: a starved machine can miss them without a bug
-// (docs/BENCHMARKS.md holds the measured figures).
+// (docs/BENCHMARKS-room.md holds the measured figures).
 func TestRoomProof(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {

@@ -10,7 +10,7 @@ import (
 
 // BenchmarkRoomPoll compares a waiting ticket's status poll with /healthz,
 // over the same HTTP client and service (embedded backends): issue 21 wants
-// a poll to cost about what /healthz costs (docs/BENCHMARKS.md).
+// a poll to cost about what /healthz costs (docs/BENCHMARKS-room.md).
 //
 //	go test -run XXX -bench RoomPoll -benchtime 3s ./internal/app/
 func BenchmarkRoomPoll(b *testing.B) {
