@@ -137,6 +137,9 @@ func (h *Handler) liveItem(c *gin.Context) {
 func (h *Handler) sharedLiveEvent(ctx context.Context, id int64) (*liveJSON, error) {
 	if ev := h.tally.recent(id, time.Now()); ev != nil {
 		cp := *ev
+		// The counts are this moment's, not the shared read's (kept from
+		// a view that closed a moment ago, say): they cost no read.
+		cp.Rejections, cp.RejectionsSince = h.tally.counts(id)
 		return &cp, nil
 	}
 	ch := h.tally.reads.DoChan(strconv.FormatInt(id, 10), func() (any, error) {
