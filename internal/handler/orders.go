@@ -2,7 +2,6 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -73,7 +72,7 @@ func (h *Handler) placeOrder(c *gin.Context) {
 		return
 	}
 	// A roomed item's order needs a pass: checked in the process, first.
-	ticket, passed, replay, ok := h.checkPass(c, oreq)
+	adm, ok := h.admit(c, oreq)
 	if !ok {
 		return
 	}
@@ -82,35 +81,26 @@ func (h *Handler) placeOrder(c *gin.Context) {
 	// must find its order), are refused from memory, cheaper than the limiter.
 	// A pass-less retry's database read (replay) always waits for it: a
 	// fresh key is free to make.
-	if replay != nil || (!h.shop.KnownSoldOut(id) && (oreq.IdempotencyKey != "" || !h.shop.KnownPurchased(id, user))) {
+	if adm.Replay() || (!h.shop.KnownSoldOut(id) && (oreq.IdempotencyKey != "" || !h.shop.KnownPurchased(id, user))) {
 		if err := h.limit(c, h.cfg.UserLimit, "user", user); err != nil {
 			h.writeError(c, err)
 			return
 		}
 	}
-	if replay != nil {
-		if !h.replayable(c, oreq, replay) {
-			return
-		}
-		passed = true
+	if err := adm.Confirm(c.Request.Context()); err != nil {
+		h.writeError(c, err)
+		return
 	}
-	oreq.Pass = passed
+	oreq.Pass = adm.Passed()
 	o, replayed, err := h.shop.PlaceOrder(c.Request.Context(), oreq)
 	if err != nil {
-		if h.cfg.Rooms != nil && errors.Is(err, stock.ErrPassRequired) {
-			err = h.passRefused(c, oreq, err)
-		}
-		h.writeError(c, err)
+		h.writeError(c, adm.Refused(c.Request.Context(), err))
 		return
 	}
 	if replayed {
 		c.Header("Idempotent-Replayed", "true")
-	} else if ticket > 0 {
-		// A pass for a room set up elsewhere a moment ago: learn it, so
-		// its use is recorded.
-		h.cfg.Rooms.Learn(c.Request.Context(), id)
-		h.cfg.Rooms.Consume(c.Request.Context(), id, ticket, user) // used: its slot frees at the next admission round
 	}
+	adm.Done(c.Request.Context(), replayed)
 	c.Header("Location", "/api/v1/orders/"+o.ID)
 	status := http.StatusCreated
 	if o.Status == stock.StatusPending {

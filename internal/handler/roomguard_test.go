@@ -166,16 +166,27 @@ func TestRoomEventsLastAMinute(t *testing.T) {
 	}
 }
 
-// replayCountingRooms counts the database reads Replayable stands for.
+// replayCountingRooms admits every order as a keyed retry to confirm,
+// and counts the database reads its Confirm stands for.
 type replayCountingRooms struct {
 	answeringRooms
 	replays atomic.Int64
 }
 
-func (r *replayCountingRooms) Replayable(context.Context, int64, string, string) bool {
-	r.replays.Add(1)
-	return false
+func (r *replayCountingRooms) Admit(stock.OrderRequest, string) (rooms.Admission, error) {
+	return replayToConfirm{r}, nil
 }
+
+type replayToConfirm struct{ r *replayCountingRooms }
+
+func (a replayToConfirm) Replay() bool { return true }
+func (a replayToConfirm) Confirm(context.Context) error {
+	a.r.replays.Add(1)
+	return room.ErrPassMissing
+}
+func (replayToConfirm) Passed() bool                               { return false }
+func (replayToConfirm) Refused(_ context.Context, err error) error { return err }
+func (replayToConfirm) Done(context.Context, bool)                 {}
 
 // A pass-less keyed order of a roomed item costs a database read (is it a
 // retry of an order taken under that key?): the read comes after the rate

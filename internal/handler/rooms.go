@@ -10,7 +10,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/seckill/seckill/internal/room"
 	"github.com/seckill/seckill/internal/rooms"
 	"github.com/seckill/seckill/internal/stock"
 )
@@ -21,26 +20,14 @@ import (
 type Rooms interface {
 	// Roomed reports whether the item's orders need a pass (from memory).
 	Roomed(itemID int64) bool
-	// CheckPass verifies a pass in the process; the errors are room's.
-	CheckPass(itemID int64, user, pass string) (room.Pass, error)
-	// VerifyPass is CheckPass without counting a rejection (the item is
-	// not known here to have a room).
-	VerifyPass(itemID int64, user, pass string) (room.Pass, error)
-	// Refused is told the shop refused an order for want of a pass (a room
-	// not known here yet; passErr: why the pass it carried does not verify,
-	// nil without one): it learns the rooms at once.
-	Refused(ctx context.Context, itemID int64, passErr error)
-	// Learn reloads the rooms unless the item's is known here.
-	Learn(ctx context.Context, itemID int64)
-	// LearnUnproven is Learn for a join, at most once every 100 ms.
+	// Admit is an order's passage through the room, from its pass
+	// (rooms.Admission says how the order path uses it).
+	Admit(req stock.OrderRequest, pass string) (rooms.Admission, error)
+	// LearnUnproven reloads the rooms for a join of an item whose room is
+	// not known here, at most once every 100 ms.
 	LearnUnproven(ctx context.Context, itemID int64)
 	// CreateItem creates an item with its room in one transaction.
 	CreateItem(ctx context.Context, in stock.NewItem, c rooms.Change) (*stock.Item, error)
-	// Replayable: the user has an order of the item under this key.
-	Replayable(ctx context.Context, itemID int64, user, key string) bool
-	// Consume marks user's pass of ticket used, best effort (not when
-	// ticket is not user's in the room's line: a pass of an older line).
-	Consume(ctx context.Context, itemID, ticket int64, user string)
 	Join(ctx context.Context, v *stock.ItemView, user string) (*rooms.Ticket, error)
 	Status(ctx context.Context, v *stock.ItemView, ticket string) (*rooms.Ticket, error)
 	Draw(ctx context.Context, itemID int64) (*rooms.Draw, error)
@@ -348,83 +335,25 @@ func (h *Handler) deleteWaitingRoom(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-// checkPass is the order path's pass check: the pass's ticket (0 without
-// one), whether the order carries a verified pass (the sale then skips its
-// own check for a room), or false once it has answered a refusal. A keyed
-// retry of an order already taken under that key passes with its pass
-// expired since, or with none when the order was placed before the room
-// was turned on (its answer is replayed): that takes a database read, so
-// checkPass only says it is to be made (replay, the refusal if it finds no
-// such order) and the caller makes it with replayable after the rate
-// limits. An item not known here to have a room may have had one set up
-// on another instance a moment ago: a valid pass counts there too, and a
-// missing or bad one is left for the sale to refuse if the room is on (see
-// passRefused).
-func (h *Handler) checkPass(c *gin.Context, req stock.OrderRequest) (ticket int64, passed bool, replay error, ok bool) {
+// admit is the order's passage through the waiting room (rooms.Admit;
+// rooms.NoRooms without rooms), or false once it has answered the refusal. The pass
+// header is read as strictly whether or not the item has a room: given
+// twice is 400, not a purchase with the first of the two.
+func (h *Handler) admit(c *gin.Context, req stock.OrderRequest) (rooms.Admission, bool) {
 	if h.cfg.Rooms == nil {
-		return 0, false, nil, true
-	}
-	if !h.cfg.Rooms.Roomed(req.ItemID) {
-		// Read as strictly as for a roomed item: given twice is 400 here
-		// too, not a purchase with the first of the two.
-		pass, err := singleHeader(c, PassHeader)
-		if err != nil {
-			h.writeError(c, err)
-			return 0, false, nil, false
-		}
-		if pass == "" {
-			return 0, false, nil, true
-		}
-		if p, err := h.cfg.Rooms.VerifyPass(req.ItemID, req.UserID, pass); err == nil {
-			return p.Ticket, true, nil, true
-		}
-		return 0, false, nil, true
+		return rooms.NoRooms, true
 	}
 	pass, err := singleHeader(c, PassHeader)
 	if err != nil {
 		h.writeError(c, err)
-		return 0, false, nil, false
+		return nil, false
 	}
-	p, err := h.cfg.Rooms.CheckPass(req.ItemID, req.UserID, pass)
-	if err == nil {
-		return p.Ticket, true, nil, true
+	a, err := h.cfg.Rooms.Admit(req, pass)
+	if err != nil {
+		h.writeError(c, err)
+		return nil, false
 	}
-	// Only a genuine pass that has expired, or none (an order placed under
-	// the key before the room was turned on carried none), can be a
-	// retry's: the database is not asked on behalf of forged ones, nor of
-	// a pass-less order without a key.
-	if req.IdempotencyKey != "" && (errors.Is(err, room.ErrPassExpired) || errors.Is(err, room.ErrPassMissing)) {
-		return 0, false, err, true
-	}
-	h.writeError(c, err)
-	return 0, false, nil, false
-}
-
-// replayable finishes checkPass's replay: whether the user has an order of
-// the item under the request's key (the order then passes, to be
-// replayed); if not it has answered refusal.
-func (h *Handler) replayable(c *gin.Context, req stock.OrderRequest, refusal error) bool {
-	if h.cfg.Rooms.Replayable(c.Request.Context(), req.ItemID, req.UserID, req.IdempotencyKey) {
-		return true
-	}
-	h.writeError(c, refusal)
-	return false
-}
-
-// passRefused is the answer to an order the sale refused for want of a
-// pass (err): the item's room was set up on another instance a moment ago.
-// This process learns the rooms now, and a pass the order did carry is
-// answered with its own refusal.
-func (h *Handler) passRefused(c *gin.Context, req stock.OrderRequest, err error) error {
-	var passErr error
-	if pass := c.GetHeader(PassHeader); pass != "" {
-		_, passErr = h.cfg.Rooms.VerifyPass(req.ItemID, req.UserID, pass)
-	}
-	h.cfg.Rooms.Refused(c.Request.Context(), req.ItemID, passErr)
-	if passErr != nil {
-		return passErr
-	}
-	return err
+	return a, true
 }
 
 // noStoreValue is the Cache-Control of a ticket's answer, set as the

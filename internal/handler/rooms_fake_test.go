@@ -13,20 +13,13 @@ import (
 type answeringRooms struct{}
 
 func (answeringRooms) Roomed(int64) bool { return true }
-func (answeringRooms) CheckPass(int64, string, string) (room.Pass, error) {
-	return room.Pass{}, room.ErrPassMissing
+func (answeringRooms) Admit(stock.OrderRequest, string) (rooms.Admission, error) {
+	return nil, room.ErrPassMissing
 }
-func (answeringRooms) VerifyPass(int64, string, string) (room.Pass, error) {
-	return room.Pass{}, room.ErrPassMissing
-}
-func (answeringRooms) Refused(context.Context, int64, error) {}
-func (answeringRooms) Learn(context.Context, int64)          {}
-func (answeringRooms) LearnUnproven(context.Context, int64)  {}
+func (answeringRooms) LearnUnproven(context.Context, int64) {}
 func (answeringRooms) CreateItem(_ context.Context, in stock.NewItem, _ rooms.Change) (*stock.Item, error) {
 	return &stock.Item{ID: 1, Name: in.Name, Stock: in.Stock, Strategy: in.Strategy, Buckets: in.Buckets}, nil
 }
-func (answeringRooms) Replayable(context.Context, int64, string, string) bool { return false }
-func (answeringRooms) Consume(context.Context, int64, int64, string)          {}
 func (answeringRooms) Join(_ context.Context, v *stock.ItemView, _ string) (*rooms.Ticket, error) {
 	return &rooms.Ticket{Ticket: "t", Number: 1, State: room.StateWaiting, Remaining: v.Remaining}, nil
 }

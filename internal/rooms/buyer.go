@@ -179,7 +179,7 @@ func pollAfter(t *Ticket, now time.Time) int64 {
 	return 1000
 }
 
-// CheckPass verifies an order's Seckill-Pass for item id and user, in the
+// checkPass verifies an order's Seckill-Pass for item id and user, in the
 // process (no Redis call), and that it was issued in the item's current
 // line (the commitment this process holds): a pass of a line the room has
 // started over from since (turned off and on, lottery changed) names a
@@ -187,7 +187,7 @@ func pollAfter(t *Ticket, now time.Time) int64 {
 // instance that has not reloaded the change yet (within Config.Reload, 1 s)
 // still holds the old line: it takes the old line's passes and refuses the
 // new one's until then. The errors are room's pass errors.
-func (s *Service) CheckPass(id int64, user, pass string) (room.Pass, error) {
+func (s *Service) checkPass(id int64, user, pass string) (room.Pass, error) {
 	p, err := s.verify(id, user, pass)
 	if err != nil {
 		s.obs.RoomPassRejected(PassRejection(err))
@@ -197,7 +197,7 @@ func (s *Service) CheckPass(id int64, user, pass string) (room.Pass, error) {
 
 // verify checks pass in item id's current line when its room is known
 // here; in any line otherwise (the room was just turned off here, or is
-// not known here yet: see VerifyPass).
+// not known here yet: see verifyPass).
 func (s *Service) verify(id int64, user, pass string) (room.Pass, error) {
 	e := s.entry(id)
 	if e == nil {
@@ -229,11 +229,11 @@ func PassRejection(err error) string {
 	return "pass_invalid"
 }
 
-// Consume marks user's pass of ticket used, after its order was taken: its
+// consume marks user's pass of ticket used, after its order was taken: its
 // slot frees at the next admission round (whose figure of the stock, read
 // after its mark, shows the order). Best effort: a pass left live expires by itself, and
 // UNIQUE(item, user) already stops a second order.
-func (s *Service) Consume(ctx context.Context, id, ticket int64, user string) {
+func (s *Service) consume(ctx context.Context, id, ticket int64, user string) {
 	e := s.entry(id)
 	if e == nil {
 		return
@@ -245,10 +245,10 @@ func (s *Service) Consume(ctx context.Context, id, ticket int64, user string) {
 	}
 }
 
-// Replayable reports whether user already has an order of item id placed
+// replayable reports whether user already has an order of item id placed
 // with Idempotency-Key key: its keyed retry replays the answer whatever its
 // pass says now.
-func (s *Service) Replayable(ctx context.Context, id int64, user, key string) bool {
+func (s *Service) replayable(ctx context.Context, id int64, user, key string) bool {
 	if key == "" || s.orders == nil {
 		return false
 	}

@@ -46,7 +46,7 @@ func storeRoom(t *testing.T, db *gorm.DB) int64 {
 
 // Once Close has returned, nothing starts a loop any more: an order path
 // still running during shutdown that learns a room set up elsewhere
-// (Learn, Refused: a reload) must not start that room's admission loop
+// (Learn, refused: a reload) must not start that room's admission loop
 // (its WaitGroup Add would race Close's Wait, and the loop would outlive
 // Close).
 func TestNoLoopStartsAfterClose(t *testing.T) {

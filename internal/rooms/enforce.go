@@ -14,16 +14,16 @@ import (
 // itself enforces the database's rooms (shop: the order's transaction, or
 // lua-async's room mark in the gate). An order this process let through
 // without a pass, for a room set up on another instance a moment ago, is
-// refused there; Refused then brings the copy up to date at once, so the
+// refused there; refused then brings the copy up to date at once, so the
 // item's next orders are refused here, from memory. A pass sent for an
-// item not known to have a room is verified anyway (VerifyPass), so a
+// item not known to have a room is verified anyway (verifyPass), so a
 // buyer admitted a moment ago buys through any instance.
 
-// Refused is told that the shop refused an order of item id for want of a
+// refused is told that the shop refused an order of item id for want of a
 // pass: the item has a room this process did not know of yet. passErr is
 // why the pass the order carried does not verify (nil: it carried none).
 // It counts the rejection and learns the rooms now (Learn).
-func (s *Service) Refused(ctx context.Context, id int64, passErr error) {
+func (s *Service) refused(ctx context.Context, id int64, passErr error) {
 	reason := "pass_required"
 	if passErr != nil {
 		reason = PassRejection(passErr)
@@ -81,11 +81,11 @@ func (s *Service) learnThrottled(ctx context.Context, id int64) bool {
 // retried.
 var errNotLearned = fmt.Errorf("waiting room: %w: the ticket's room is not known here yet; retry", stock.ErrUnavailable)
 
-// VerifyPass verifies pass for item id and user like CheckPass, without
+// verifyPass verifies pass for item id and user like checkPass, without
 // counting a rejection: for an order of an item not known here to have a
 // room, whose pass decides only whether the sale needs to check for one.
 // Its line is checked only if the room became known here meanwhile: an
 // unknown room's line is not known either (a reload away, as the room is).
-func (s *Service) VerifyPass(id int64, user, pass string) (room.Pass, error) {
+func (s *Service) verifyPass(id int64, user, pass string) (room.Pass, error) {
 	return s.verify(id, user, pass)
 }

@@ -143,7 +143,7 @@ type Service struct {
 	rooms map[int64]*entry
 	kick  chan struct{}
 	// reloading shares one reload among the orders refused at once for a
-	// room not known here yet (Refused).
+	// room not known here yet (refused).
 	reloading singleflight.Group
 	// unproven is when (Unix ns, Config.Now) a join last made this process
 	// reload for a room it did not know (LearnUnproven).
@@ -295,7 +295,7 @@ func (s *Service) entry(id int64) *entry {
 
 // Roomed reports whether item id's orders need a pass (from memory: a room
 // set up on another instance is known here within a second, or at once
-// after the shop refused an order of it, see Refused).
+// after the shop refused an order of it, see refused).
 func (s *Service) Roomed(id int64) bool { return s.entry(id) != nil }
 
 // redisCtx bounds one Redis step of a request.
