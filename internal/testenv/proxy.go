@@ -123,29 +123,35 @@ func (p *Proxy) serve(l net.Listener) {
 				_ = c.Close()
 				continue
 			}
-			if !p.track(c, up) {
+			cut, ok := p.track(c, up)
+			if !ok {
 				continue
 			}
 			p.wg.Add(2)
-			go p.pipe(c, up, true) // the target's replies
-			go p.pipe(up, c, false)
+			go p.pipe(c, up, true, cut) // the target's replies
+			go p.pipe(up, c, false, cut)
 		}
 	}()
 }
 
-func (p *Proxy) track(conns ...net.Conn) bool {
+// track records conns as open, unless the proxy is cut, and returns the
+// channel the next Cut closes: the connections' own, so bytes they read
+// just before a cut are dropped by it, not held by a later stall or
+// latency (a pipe that read the new channel after the cut waited out an
+// hour's latency: the proxy test hung).
+func (p *Proxy) track(conns ...net.Conn) (cut chan struct{}, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.l == nil {
 		for _, c := range conns {
 			_ = c.Close()
 		}
-		return false
+		return nil, false
 	}
 	for _, c := range conns {
 		p.conns[c] = struct{}{}
 	}
-	return true
+	return p.cut, true
 }
 
 type chunk struct {
@@ -156,7 +162,7 @@ type chunk struct {
 // pipe copies src to dst through a queue, so a stall or a latency delays
 // the bytes without stopping them being read (their arrival times count).
 // reply marks the direction from the target, which latency applies to.
-func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
+func (p *Proxy) pipe(dst, src net.Conn, reply bool, cut <-chan struct{}) {
 	defer p.wg.Done()
 	queue := make(chan chunk, 1024)
 	p.wg.Add(1)
@@ -181,7 +187,7 @@ func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 		}
 	}()
 	for c := range queue {
-		if !p.hold(c, reply) {
+		if !p.hold(c, reply, cut) {
 			return
 		}
 		if _, err := dst.Write(c.b); err != nil {
@@ -191,11 +197,16 @@ func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 }
 
 // hold waits until c may be delivered: no stall, and its latency passed.
-// It reports false when the proxy was cut meanwhile.
-func (p *Proxy) hold(c chunk, reply bool) bool {
+// It reports false once cut, its connection's, is closed.
+func (p *Proxy) hold(c chunk, reply bool, cut <-chan struct{}) bool {
 	for {
+		select {
+		case <-cut:
+			return false
+		default:
+		}
 		p.mu.Lock()
-		resume, cut, latency := p.resume, p.cut, p.latency
+		resume, latency := p.resume, p.latency
 		p.mu.Unlock()
 		if resume != nil {
 			select {
