@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"database/sql"
+	"time"
 )
 
 // UpTo applies dialect d's migrations up to and including version.
@@ -13,4 +14,10 @@ func UpTo(ctx context.Context, db *sql.DB, d Dialect, version int64) error {
 	}
 	_, err = p.UpTo(ctx, version)
 	return err
+}
+
+// Lock takes the migration lock Up takes on db's server within wait (0:
+// one try).
+func Lock(ctx context.Context, db *sql.DB, wait time.Duration) (unlock func() error, err error) {
+	return lockMigrationsWithin(ctx, db, wait)
 }
