@@ -279,6 +279,18 @@ func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName,
 	}
 	close(stopSweeps)
 	sweeps.Wait()
+	// A cancellation whose return to the gate missed its bound (a loaded
+	// machine: CI's embedded run took a step past returnTimeout) leaves
+	// the return to the sweeper, which finishes it now: every unit comes
+	// back exactly once, by its cancellation or by the sweeper.
+	finished := 0
+	for _, s := range svcs {
+		n, err := s.ReturnStock(ctx, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		finished += n
+	}
 
 	// Every order has one outcome, and every answer agrees with it.
 	final := map[string]int{}
@@ -328,8 +340,12 @@ func raceLifecycle(t *testing.T, b testenv.Backend, strategy stock.StrategyName,
 	if l.sold != live {
 		t.Errorf("items.sold: got %d, want %d live orders", l.sold, live)
 	}
-	if l.unreturned != 0 || int64(returned[false]) != l.cancelled || returned[true] != 0 {
-		t.Errorf("stock returns: %d cancelled orders unreturned, %v recorded; want all %d returned by their cancellation", l.unreturned, returned, l.cancelled)
+	if l.unreturned != 0 || int64(returned[false]+returned[true]) != l.cancelled || returned[true] != finished {
+		t.Errorf("stock returns: %d cancelled orders unreturned, %v recorded (%d by the sweep); want all %d returned once, by their cancellation or the sweep",
+			l.unreturned, returned, finished, l.cancelled)
+	}
+	if finished > 0 {
+		t.Logf("%d of %d returns were left to the sweeper (their gate step missed returnTimeout)", finished, l.cancelled)
 	}
 	if s1.strategy(strategy).Gated() && (l.taken != live || l.released != l.cancelled) {
 		t.Errorf("gate: taken %d, released %d; want %d live and %d released", l.taken, l.released, live, l.cancelled)
