@@ -73,34 +73,55 @@ func TestDrillGaleraWriterKilled(t *testing.T) {
 	for _, strategy := range drillStrategies {
 		for _, instances := range []int{1, 3} {
 			t.Run(fmt.Sprintf("%s/%d_instances", strategy, instances), func(t *testing.T) {
-				drillGaleraWriter(t, strategy, instances, galeraKill)
+				drillGaleraWriter(t, galeraSale{strategy, instances, 1}, galeraKill)
 			})
 		}
 	}
+	// An item of four buckets: lua sells on four bucket rows (moving
+	// units between them, each move a transaction Galera certifies),
+	// lua-async on four Redis streams whose writers wait the failover out.
+	for _, strategy := range []string{"lua", "lua-async"} {
+		t.Run(strategy+"/4_buckets", func(t *testing.T) {
+			drillGaleraWriter(t, galeraSale{strategy, 1, 4}, galeraKill)
+		})
+	}
 }
 
-// TestDrillGaleraWriterStalled: the same with the write node frozen
+// galeraSale is what a Galera drill sells: an item of buckets on
+// strategy, through instances service processes.
+type galeraSale struct {
+	strategy           string
+	instances, buckets int
+}
+
+// TestDrillGaleraWriterStalled: the same, through one instance and three,
+// with the write node frozen
 // (SIGSTOP: its connections stay open, nothing answers) instead of
 // killed, and resumed once the writes moved: the others evict it, it
 // rejoins by itself (IST) and must end with the same rows.
 func TestDrillGaleraWriterStalled(t *testing.T) {
 	for _, strategy := range drillStrategies {
-		t.Run(strategy, func(t *testing.T) {
-			drillGaleraWriter(t, strategy, 1, galeraStall)
-		})
+		for _, instances := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/%d_instances", strategy, instances), func(t *testing.T) {
+				drillGaleraWriter(t, galeraSale{strategy, instances, 1}, galeraStall)
+			})
+		}
 	}
 }
 
-// TestDrillGaleraWriterCut: the same with the network to the write node
+// TestDrillGaleraWriterCut: the same, through one instance and three,
+// with the network to the write node
 // cut (HAProxy reaches it, its health checks included, through the fault
 // proxy, which closes every connection and refuses new ones) and restored
 // once the writes moved. The node itself stays in the cluster: only its
 // clients lose it, COMMITs in flight included.
 func TestDrillGaleraWriterCut(t *testing.T) {
 	for _, strategy := range drillStrategies {
-		t.Run(strategy, func(t *testing.T) {
-			drillGaleraWriter(t, strategy, 1, galeraCut)
-		})
+		for _, instances := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%s/%d_instances", strategy, instances), func(t *testing.T) {
+				drillGaleraWriter(t, galeraSale{strategy, instances, 1}, galeraCut)
+			})
+		}
 	}
 }
 
@@ -146,9 +167,10 @@ func galeraWhole(t *testing.T, d time.Duration) {
 	t.Fatalf("the cluster is not whole %v after the node came back:\n%s", d, status)
 }
 
-// drillGaleraWriter is one case of the Galera drills: a strategy's sale
-// through instances service processes, the write node taken out by fault.
-func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galeraFault) {
+// drillGaleraWriter is one case of the Galera drills: sale, the write
+// node taken out by fault.
+func drillGaleraWriter(t *testing.T, sale galeraSale, fault galeraFault) {
+	strategy, instances := sale.strategy, sale.instances
 	g := testenv.Galera(t)
 	writer := galeraScript(t, "primary")
 	n := strings.TrimPrefix(writer, "node")
@@ -166,7 +188,7 @@ func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galer
 			svc = s
 		}
 	}
-	it := svc.c.CreateItem(t, 1000000, strategy)
+	it := svc.c.CreateBucketedItem(t, 1000000, strategy, sale.buckets)
 	// New users only: every definite answer is a 2xx (no repeat
 	// buyer's 409, and far from sold out).
 	l := startLoad(t, bases, it.ID, loadConfig{workers: 16, pause: 20 * time.Millisecond,
@@ -217,10 +239,12 @@ func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galer
 	galeraWhole(t, time.Minute)
 	l.waitAcks(t, acks+100, 30*time.Second)
 	as := l.finish()
-	k := keys{prefix: b.KeyPrefix, item: it.ID}
+	ks := bucketKeys(b.KeyPrefix, it.ID, sale.buckets)
 	rdb := redisClient(t, b.RedisURL)
 	if strategy == "lua-async" {
-		waitDrained(t, rdb, k, 30*time.Second)
+		for _, k := range ks {
+			waitDrained(t, rdb, k, 30*time.Second)
+		}
 	}
 
 	// The window, and the answers while HAProxy moved the writes.
@@ -270,7 +294,7 @@ func drillGaleraWriter(t *testing.T, strategy string, instances int, fault galer
 			first = st
 			checkUnackedRows(t, as, st)
 			if strategy != "lock" {
-				checkGate(t, rdb, k, st)
+				checkGateBuckets(t, rdb, ks, st)
 			}
 			continue
 		}
