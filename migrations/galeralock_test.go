@@ -3,7 +3,6 @@ package migrations_test
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"testing"
 
 	"github.com/seckill/seckill/internal/testenv"
@@ -46,34 +45,7 @@ func TestGaleraMigrationLockHoldsAcrossNodes(t *testing.T) {
 // they take turns, so every one succeeds and exactly one applies the
 // migrations (without the lease, two would run the same DDL).
 func TestGaleraConcurrentUpOnTwoNodes(t *testing.T) {
-	g := testenv.Galera(t)
-	errs := make([]error, len(g.NodeDSNs))
-	applied := make([][]int64, len(g.NodeDSNs))
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i, dsn := range g.NodeDSNs {
-		db := openNode(t, dsn)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			applied[i], errs[i] = migrations.Up(context.Background(), db, migrations.MySQL)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	ran := 0
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("process on node %d: %v", i+1, err)
-		}
-		if len(applied[i]) > 0 {
-			ran++
-		}
-	}
-	if ran != 1 {
-		t.Errorf("%d processes applied migrations (%v), want exactly one", ran, applied)
-	}
+	upAtOnce(t, testenv.Galera(t).NodeDSNs)
 }
 
 // openNode opens one node's DSN, its sessions with wsrep_sync_wait=1 (as

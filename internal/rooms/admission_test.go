@@ -19,13 +19,7 @@ func TestAdmissionThroughTheDoor(t *testing.T) {
 	b := testenv.Real(t)
 	db := b.DB(t)
 	ctx := context.Background()
-	s, err := New(ctx, db, b.Universal(t), noShop{}, nil, Config{Key: make([]byte, 32), KeyPrefix: b.KeyPrefix,
-		Tick: 10 * time.Millisecond, Reload: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Close)
+	s := startRooms(t, b, Config{})
 	id := storeRoom(t, db) // after s loaded the rooms, as through another instance
 	buyer := stock.OrderRequest{ItemID: id, UserID: "ann"}
 	keyed := stock.OrderRequest{ItemID: id, UserID: "ann", IdempotencyKey: "k-1"}
@@ -93,4 +87,29 @@ func TestAdmissionThroughTheDoor(t *testing.T) {
 		t.Error("NoRooms did something")
 	}
 	none.Done(ctx, false)
+}
+
+// startRooms starts a Service on b without a shop or orders (noShop, nil),
+// with cfg's zero fields set for a test: a zero key, b's key prefix, a 10
+// ms tick, and an hour between reloads (the test says when to learn). It
+// is closed when the test ends.
+func startRooms(t *testing.T, b testenv.Backend, cfg Config) *Service {
+	t.Helper()
+	if cfg.Key == nil {
+		cfg.Key = make([]byte, 32)
+	}
+	cfg.KeyPrefix = b.KeyPrefix
+	if cfg.Tick == 0 {
+		cfg.Tick = 10 * time.Millisecond
+	}
+	if cfg.Reload == 0 {
+		cfg.Reload = time.Hour
+	}
+	s, err := New(context.Background(), b.DB(t), b.Universal(t), noShop{}, nil, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
 }

@@ -81,13 +81,7 @@ func TestJoinLearnsARoomAtMostEveryGap(t *testing.T) {
 	ctx := context.Background()
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixNano())
-	s, err := New(ctx, db, b.Universal(t), noShop{}, nil, Config{Key: make([]byte, 32), KeyPrefix: b.KeyPrefix,
-		Tick: 10 * time.Millisecond, Reload: time.Hour, Now: func() time.Time { return time.Unix(0, clock.Load()) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(s.Close)
+	s := startRooms(t, b, Config{Now: func() time.Time { return time.Unix(0, clock.Load()) }})
 	// Rooms stored after s loaded the rooms, as through another instance.
 	first, second := storeRoom(t, db), storeRoom(t, db)
 	s.LearnUnproven(ctx, first)
