@@ -15,7 +15,7 @@
 #   poll-pre   GET .../queue/{ticket} round POLL_TICKETS tickets, before
 #              the opening;
 #   poll-open  the same after the opening, the tickets drawn and waiting
-#              (stock 1, one admission a second: the line barely moves).
+#              (one admission a second: the line barely moves).
 # Checks every row: every answer a 200, and after a join row the room
 # holds exactly one ticket per 200 (plus those wrk never read). Prints the
 # ratios with their verdicts as Markdown. With ROOM_USERS > 0 it then runs
@@ -84,8 +84,11 @@ fill() {
 room_field() { admin "$B/api/v1/admin/items/$1" | jq -r ".waiting_room.$2"; }
 
 echo "bench-room: $POLL_TICKETS users join two rooms for the polls" >&2
-pre_item=$(room_item poll-pre 1 1 86400)
-open_item=$(room_item poll-open 1 1 20)
+# A room holds at most max(1000, 50 x the units left) tickets (the sybil
+# bound, SECKILL_ROOM_MAX_TICKETS): the stocks are set so it never binds.
+poll_stock=$((POLL_TICKETS / 50 + 1))
+pre_item=$(room_item poll-pre "$poll_stock" 1 86400)
+open_item=$(room_item poll-open "$poll_stock" 1 20)
 fill "$open_item" "$POLL_TICKETS" open "$OUT/tickets-open.txt"
 fill "$pre_item" "$POLL_TICKETS" pre "$OUT/tickets-pre.txt"
 
@@ -123,7 +126,7 @@ row() {
 for c in $CONNS; do
   echo "bench-room: -c$c, $DURATION a row" >&2
   row healthz "$c" "$B/healthz"
-  join_item=$(room_item "join-c$c" 1 1 86400)
+  join_item=$(room_item "join-c$c" 1000000 1 86400) # a million tickets before the bound
   row join "$c" "$B" join "$join_item" "j$c"
   ok=$(( $(sed -n 's/^wrk-summary //p' "$OUT/join-c$c.txt" | jq '.requests - .non2xx') ))
   tickets=$(room_field "$join_item" tickets)
