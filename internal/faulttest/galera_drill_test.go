@@ -3,7 +3,6 @@
 package faulttest
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"os/exec"
@@ -330,17 +329,9 @@ func drillGaleraWriter(t *testing.T, sale galeraSale, fault galeraFault) {
 // differs if they never are.
 func awaitGateSettled(t *testing.T, rdb redis.UniversalClient, ks []keys, db *sql.DB, item int64, d time.Duration) {
 	t.Helper()
-	ctx := context.Background()
 	start := time.Now()
 	for {
-		var taken int64
-		for _, k := range ks {
-			n, err := rdb.HGet(ctx, k.meta(), "taken").Int64()
-			if err != nil {
-				t.Fatalf("HGET %s taken: %v", k.meta(), err)
-			}
-			taken += n
-		}
+		taken := gateTaken(t, rdb, ks)
 		st := readDB(t, db, item)
 		if taken == st.sold {
 			if waited := time.Since(start); waited > time.Second {

@@ -286,15 +286,12 @@ func checkGate(t *testing.T, rdb redis.UniversalClient, k keys, st dbState) {
 	checkGateBuckets(t, rdb, []keys{k}, st)
 }
 
-// checkGateBuckets is checkGate for an item of several buckets (ks, one
-// each): their taken sum to the database's sold, and their buyers together
-// are its users.
-func checkGateBuckets(t *testing.T, rdb redis.UniversalClient, ks []keys, st dbState) {
+// gateTaken is the units the gate of ks (an item's buckets) has taken.
+func gateTaken(t *testing.T, rdb redis.UniversalClient, ks []keys) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var sum int64
-	buyers := map[string]string{}
 	for _, k := range ks {
 		taken, err := rdb.HGet(ctx, k.meta(), "taken").Result()
 		if err != nil {
@@ -305,6 +302,20 @@ func checkGateBuckets(t *testing.T, rdb redis.UniversalClient, ks []keys, st dbS
 			t.Fatalf("gate %s taken = %q: %v", k.meta(), taken, err)
 		}
 		sum += n
+	}
+	return sum
+}
+
+// checkGateBuckets is checkGate for an item of several buckets (ks, one
+// each): their taken sum to the database's sold, and their buyers together
+// are its users.
+func checkGateBuckets(t *testing.T, rdb redis.UniversalClient, ks []keys, st dbState) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sum := gateTaken(t, rdb, ks)
+	buyers := map[string]string{}
+	for _, k := range ks {
 		bs, err := rdb.HGetAll(ctx, k.buyers()).Result()
 		if err != nil {
 			t.Fatalf("HGETALL %s: %v", k.buyers(), err)
